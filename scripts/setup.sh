@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for mactune and builds it: installs the missing apt packages
+# (idempotently), configures the given CMake preset and builds it.
+#   scripts/setup.sh [preset]     (default: release; see CMakePresets.json)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-release}
+
+packages=(cmake ninja-build g++ git pkg-config
+          libyaml-cpp-dev libcli11-dev libsqlite3-dev nlohmann-json3-dev
+          libgtest-dev libgmock-dev libbenchmark-dev
+          clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$jobs"
