@@ -1,0 +1,298 @@
+// Store: decisions (best configs, break-even points), replay fidelity, table counts.
+#include <cstdio>
+
+#include "db/store.h"
+
+namespace mactune::db {
+namespace {
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
+}
+
+std::string tie_set_json(const std::vector<TieEntry>& ties) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ties.size(); ++i) {
+    if (i) out += ",";
+    out += "{\"instance\":" + json_string(ties[i].instance) +
+           ",\"params\":" + json_string(ties[i].params) +
+           ",\"median_s\":" + format_double(ties[i].median_s) + "}";
+  }
+  return out + "]";
+}
+
+Id require_instance(const Store& s, const std::string& name, const char* what) {
+  const auto id = s.find_instance(name);
+  MACTUNE_CHECK(id.has_value(), what, " instance '", name, "' is not stored in '", s.path(),
+                "'; upsert_instance() it first");
+  return *id;
+}
+
+// Binds the shape columns of a bucket at ?first .. ?first+7 (bucket key, batch, context,
+// q_heads, kv_heads, head_dim, kv_dtype, page_size).
+void bind_bucket(Statement& s, int first, const Bucket& b) {
+  const Problem& p = b.problem;
+  s.bind(first, b.key()).bind(first + 1, p.batch).bind(first + 2, b.context);
+  s.bind(first + 3, p.q_heads).bind(first + 4, p.kv_heads).bind(first + 5, p.head_dim);
+  s.bind(first + 6, dtype_name(p.kv_dtype)).bind(first + 7, p.page_size);
+}
+
+Bucket read_bucket(const Statement& s, int first) {
+  Bucket b;
+  b.problem.batch = s.int32(first);
+  b.context = s.int64(first + 1);
+  b.problem.q_heads = s.int32(first + 2);
+  b.problem.kv_heads = s.int32(first + 3);
+  b.problem.head_dim = s.int32(first + 4);
+  b.problem.kv_dtype = parse_dtype(s.text(first + 5));
+  b.problem.page_size = s.int32(first + 6);
+  return b;
+}
+
+}  // namespace
+
+std::string_view break_even_status_name(BreakEvenStatus s) {
+  switch (s) {
+    case BreakEvenStatus::found:
+      return "found";
+    case BreakEvenStatus::ambiguous:
+      return "ambiguous";
+    case BreakEvenStatus::never:
+      return "never";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& table_names() {
+  static const std::vector<std::string> names = {
+      "devices",      "builds",     "instances", "workloads",    "runs",         "measurements",
+      "best_configs", "break_even", "fidelity",  "nsys_reports", "nsys_kernels", "nsys_ranges"};
+  return names;
+}
+
+std::vector<std::pair<std::string, std::int64_t>> Store::table_counts() const {
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  for (const auto& t : table_names())
+    out.emplace_back(t, c_.scalar_int("SELECT COUNT(*) FROM " + sql_ident(t)));
+  return out;
+}
+
+// ---- Best configs.
+
+void Store::write_best_config(const BestConfig& b) {
+  MACTUNE_CHECK(b.device_id > 0, "a best config needs a device id");
+  const Id instance_id = require_instance(*this, b.instance, "best");
+  auto s = c_.prepare(
+      "INSERT INTO best_configs (device_id, build_id, family, policy, bucket, batch, context,"
+      " q_heads, kv_heads, head_dim, kv_dtype, page_size, hit_rate, extra, instance_id, params,"
+      " median_s, margin, tie_tolerance, tie_set, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+      " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+      " ON CONFLICT (device_id, bucket, family, policy) DO UPDATE SET"
+      " build_id = excluded.build_id, instance_id = excluded.instance_id,"
+      " params = excluded.params, median_s = excluded.median_s, margin = excluded.margin,"
+      " tie_tolerance = excluded.tie_tolerance, tie_set = excluded.tie_set,"
+      " decided_at = excluded.decided_at");
+  s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, b.family).bind(4, b.policy);
+  bind_bucket(s, 5, b.bucket);
+  s.bind(13, b.bucket.hit_rate).bind(14, b.bucket.extra).bind(15, instance_id).bind(16, b.params);
+  s.bind(17, b.median_s).bind(18, b.margin).bind(19, b.tie_tolerance);
+  s.bind(20, tie_set_json(b.tie_set)).bind(21, b.decided_at.empty() ? now_utc() : b.decided_at);
+  s.run();
+}
+
+std::vector<BestConfig> Store::best_configs(Id device_id) const {
+  auto s = c_.prepare(
+      "SELECT b.build_id, b.family, b.policy, b.batch, b.context, b.q_heads, b.kv_heads,"
+      " b.head_dim, b.kv_dtype, b.page_size, b.hit_rate, b.extra, i.name, b.params, b.median_s,"
+      " b.margin, b.tie_tolerance, b.tie_set, b.decided_at"
+      " FROM best_configs b JOIN instances i ON i.id = b.instance_id WHERE b.device_id = ?1"
+      " ORDER BY b.bucket, b.family, b.policy");
+  s.bind(1, device_id);
+  auto ties = c_.prepare(
+      "SELECT json_extract(value, '$.instance'), json_extract(value, '$.params'),"
+      " json_extract(value, '$.median_s') FROM json_each(?1)");
+  std::vector<BestConfig> out;
+  while (s.step()) {
+    BestConfig b;
+    b.device_id = device_id;
+    b.build_id = s.is_null(0) ? 0 : s.int64(0);
+    b.family = s.text(1);
+    b.policy = s.text(2);
+    b.bucket = read_bucket(s, 3);
+    b.bucket.hit_rate = s.opt_real(10);
+    b.bucket.extra = s.text(11);
+    b.instance = s.text(12);
+    b.params = s.text(13);
+    b.median_s = s.real(14);
+    b.margin = s.opt_real(15);
+    b.tie_tolerance = s.real(16);
+    ties.reset();
+    ties.bind(1, s.text(17));
+    while (ties.step()) b.tie_set.push_back({ties.text(0), ties.text(1), ties.real(2)});
+    b.decided_at = s.text(18);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// ---- Break-even points.
+
+void Store::write_break_even(const BreakEven& b) {
+  MACTUNE_CHECK(b.device_id > 0, "a break-even row needs a device id");
+  MACTUNE_CHECK((b.status == BreakEvenStatus::found) == b.hit_rate.has_value(),
+                "a break-even hit rate is given iff the status is 'found'");
+  std::optional<Id> mac_id, full_id;
+  if (!b.mac_instance.empty()) mac_id = require_instance(*this, b.mac_instance, "MAC");
+  if (!b.full_instance.empty()) full_id = require_instance(*this, b.full_instance, "full");
+  auto s = c_.prepare(
+      "INSERT INTO break_even (device_id, build_id, policy, status, bucket, batch, context,"
+      " q_heads, kv_heads, head_dim, kv_dtype, page_size, extra, hit_rate, speedup,"
+      " mac_instance_id, mac_params, full_instance_id, full_params, notes, decided_at)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
+      " ?18, ?19, ?20, ?21) ON CONFLICT (device_id, bucket, policy) DO UPDATE SET"
+      " build_id = excluded.build_id, status = excluded.status, hit_rate = excluded.hit_rate,"
+      " speedup = excluded.speedup, mac_instance_id = excluded.mac_instance_id,"
+      " mac_params = excluded.mac_params, full_instance_id = excluded.full_instance_id,"
+      " full_params = excluded.full_params, notes = excluded.notes,"
+      " decided_at = excluded.decided_at");
+  s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, b.policy);
+  s.bind(4, break_even_status_name(b.status));
+  Bucket shape = b.bucket;
+  shape.hit_rate.reset();  // a break-even runs over hit rates: never part of its bucket
+  bind_bucket(s, 5, shape);
+  s.bind(13, shape.extra).bind(14, b.hit_rate).bind(15, b.speedup);
+  s.bind(16, mac_id).bind(17, b.mac_params).bind(18, full_id).bind(19, b.full_params);
+  s.bind(20, b.notes).bind(21, b.decided_at.empty() ? now_utc() : b.decided_at);
+  s.run();
+}
+
+std::vector<BreakEven> Store::break_evens(Id device_id) const {
+  auto s = c_.prepare(
+      "SELECT b.build_id, b.policy, b.status, b.batch, b.context, b.q_heads, b.kv_heads,"
+      " b.head_dim, b.kv_dtype, b.page_size, b.extra, b.hit_rate, b.speedup,"
+      " COALESCE(mi.name, ''), b.mac_params, COALESCE(fi.name, ''), b.full_params, b.notes,"
+      " b.decided_at FROM break_even b LEFT JOIN instances mi ON mi.id = b.mac_instance_id"
+      " LEFT JOIN instances fi ON fi.id = b.full_instance_id WHERE b.device_id = ?1"
+      " ORDER BY b.bucket, b.policy");
+  s.bind(1, device_id);
+  std::vector<BreakEven> out;
+  while (s.step()) {
+    BreakEven b;
+    b.device_id = device_id;
+    b.build_id = s.is_null(0) ? 0 : s.int64(0);
+    b.policy = s.text(1);
+    const std::string status = s.text(2);
+    b.status = status == "found"   ? BreakEvenStatus::found
+               : status == "never" ? BreakEvenStatus::never
+                                   : BreakEvenStatus::ambiguous;
+    b.bucket = read_bucket(s, 3);
+    b.bucket.extra = s.text(10);
+    b.hit_rate = s.opt_real(11);
+    b.speedup = s.opt_real(12);
+    b.mac_instance = s.text(13);
+    b.mac_params = s.text(14);
+    b.full_instance = s.text(15);
+    b.full_params = s.text(16);
+    b.notes = s.text(17);
+    b.decided_at = s.text(18);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
+// ---- Fidelity.
+
+void Store::record_fidelity(const FidelityResult& r) {
+  MACTUNE_REQUIRE(!r.trace_hash.empty(), "a fidelity row needs the trace hash");
+  const MacParams& m = r.settings.mac;
+  auto s = c_.prepare(
+      "INSERT INTO fidelity (trace_hash, trace_name, layer, settings, engine, kv_dtype,"
+      " ring_capacity, band, tau, pick, min_context, summary_dtype, rectify, accept_eps, steps,"
+      " hit_rate, group_all_hit_rate, skip_ratio, head_skip_ratio, err_mean, err_p50, err_p99,"
+      " err_max, err_frac_gt_0_1, ref_err_mean, ref_err_p50, ref_err_p99, ref_err_max,"
+      " ref_err_frac_gt_0_1, build_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
+      " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25,"
+      " ?26, ?27, ?28, ?29, ?30, ?31) ON CONFLICT (trace_hash, layer, settings) DO UPDATE SET"
+      " trace_name = excluded.trace_name, steps = excluded.steps,"
+      " hit_rate = excluded.hit_rate, group_all_hit_rate = excluded.group_all_hit_rate,"
+      " skip_ratio = excluded.skip_ratio, head_skip_ratio = excluded.head_skip_ratio,"
+      " err_mean = excluded.err_mean, err_p50 = excluded.err_p50, err_p99 = excluded.err_p99,"
+      " err_max = excluded.err_max, err_frac_gt_0_1 = excluded.err_frac_gt_0_1,"
+      " ref_err_mean = excluded.ref_err_mean, ref_err_p50 = excluded.ref_err_p50,"
+      " ref_err_p99 = excluded.ref_err_p99, ref_err_max = excluded.ref_err_max,"
+      " ref_err_frac_gt_0_1 = excluded.ref_err_frac_gt_0_1, build_id = excluded.build_id,"
+      " recorded_at = excluded.recorded_at");
+  s.bind(1, r.trace_hash).bind(2, r.trace_name).bind(3, r.layer).bind(4, r.settings.key());
+  s.bind(5, r.settings.engine).bind(6, dtype_name(r.settings.kv_dtype));
+  s.bind(7, m.ring_capacity).bind(8, m.band).bind(9, m.tau).bind(10, pick_rule_name(m.pick));
+  s.bind(11, m.min_context).bind(12, dtype_name(m.summary_dtype));
+  s.bind(13, rectify_name(m.rectify)).bind(14, m.accept_eps).bind(15, r.steps);
+  s.bind(16, r.hit_rate).bind(17, r.group_all_hit_rate).bind(18, r.skip_ratio);
+  s.bind(19, r.head_skip_ratio);
+  const ErrorStats& e = r.rel_err;
+  s.bind(20, e.mean).bind(21, e.p50).bind(22, e.p99).bind(23, e.max).bind(24, e.frac_gt_0_1);
+  if (r.rel_err_vs_ref) {
+    const ErrorStats& f = *r.rel_err_vs_ref;
+    s.bind(25, f.mean).bind(26, f.p50).bind(27, f.p99).bind(28, f.max).bind(29, f.frac_gt_0_1);
+  } else {
+    for (int i = 25; i <= 29; ++i) s.bind_null(i);
+  }
+  s.bind_id(30, r.build_id).bind(31, r.recorded_at.empty() ? now_utc() : r.recorded_at);
+  s.run();
+}
+
+std::vector<FidelityResult> Store::fidelity(const std::string& trace_hash) const {
+  auto s = c_.prepare(
+      "SELECT trace_hash, trace_name, layer, engine, kv_dtype, ring_capacity, band, tau, pick,"
+      " min_context, summary_dtype, rectify, accept_eps, steps, hit_rate, group_all_hit_rate,"
+      " skip_ratio, head_skip_ratio, err_mean, err_p50, err_p99, err_max, err_frac_gt_0_1,"
+      " ref_err_mean, ref_err_p50, ref_err_p99, ref_err_max, ref_err_frac_gt_0_1, build_id,"
+      " recorded_at FROM fidelity WHERE ?1 = '' OR trace_hash = ?1"
+      " ORDER BY trace_hash, layer, settings");
+  s.bind(1, trace_hash);
+  std::vector<FidelityResult> out;
+  while (s.step()) {
+    FidelityResult r;
+    r.trace_hash = s.text(0);
+    r.trace_name = s.text(1);
+    r.layer = s.int32(2);
+    r.settings.engine = s.text(3);
+    r.settings.kv_dtype = parse_dtype(s.text(4));
+    MacParams& m = r.settings.mac;
+    m.ring_capacity = s.int32(5);
+    m.band = s.int32(6);
+    m.tau = s.real(7);
+    m.pick = parse_pick_rule(s.text(8));
+    m.min_context = s.int32(9);
+    m.summary_dtype = parse_dtype(s.text(10));
+    m.rectify = parse_rectify(s.text(11));
+    m.accept_eps = s.real(12);
+    r.steps = s.int64(13);
+    r.hit_rate = s.real(14);
+    r.group_all_hit_rate = s.real(15);
+    r.skip_ratio = s.real(16);
+    r.head_skip_ratio = s.real(17);
+    r.rel_err = {s.real(18), s.real(19), s.real(20), s.real(21), s.real(22)};
+    if (!s.is_null(23))
+      r.rel_err_vs_ref = ErrorStats{s.real(23), s.real(24), s.real(25), s.real(26), s.real(27)};
+    r.build_id = s.is_null(28) ? 0 : s.int64(28);
+    r.recorded_at = s.text(29);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace mactune::db

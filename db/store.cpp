@@ -1,0 +1,528 @@
+// Store: opening (with the error cases), keys, upserts, runs and measurements.
+// Decisions, fidelity and counts are in decisions.cpp.
+#include "db/store.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <sstream>
+
+namespace mactune::db {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_not_a_database(const SqliteError& e) {
+  return e.primary_code() == SQLITE_NOTADB || e.primary_code() == SQLITE_CORRUPT;
+}
+bool is_read_only(const SqliteError& e) {
+  return e.primary_code() == SQLITE_READONLY || e.primary_code() == SQLITE_CANTOPEN ||
+         e.primary_code() == SQLITE_PERM;
+}
+
+[[noreturn]] void not_a_database(const std::string& path, const SqliteError& e) {
+  input_error("'", path, "' is not a usable mactune database (", sqlite3_errstr(e.primary_code()),
+              "); it was left untouched");
+}
+[[noreturn]] void read_only_file(const std::string& path) {
+  input_error("database '", path,
+              "' is read-only (no write permission on the file or its directory); "
+              "copy it somewhere writable or pass another --db");
+}
+
+// "file:" URI for sqlite3_open_v2 with SQLITE_OPEN_URI: percent-encodes what URIs reserve.
+std::string file_uri(const std::string& path, const std::string& query) {
+  std::string out = "file:";
+  for (unsigned char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#' || ch < 0x20) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", ch);
+      out += buf;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "?" + query;
+}
+
+// Reading a WAL database needs its -shm index, which a reader without write access to the
+// directory cannot create. When no -wal file holds uncommitted frames, the main file is the
+// whole database and may be opened as immutable instead.
+Connection open_read_only(const std::string& path) {
+  Connection c(path, SQLITE_OPEN_READONLY);
+  try {
+    c.scalar_int("SELECT COUNT(*) FROM sqlite_master");
+    return c;
+  } catch (const SqliteError& e) {
+    if (is_not_a_database(e)) not_a_database(path, e);
+    std::error_code ec;
+    const bool wal_pending = fs::exists(path + "-wal", ec) && fs::file_size(path + "-wal", ec) > 0;
+    if (!is_read_only(e) || wal_pending) throw;
+  }
+  Connection imm(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  imm.scalar_int("SELECT COUNT(*) FROM sqlite_master");
+  return imm;
+}
+
+void check_stats(const Measurement& m) {
+  if (m.status != PointStatus::ok) return;
+  const TimeStats& s = m.stats;
+  MACTUNE_CHECK(s.samples > 0, "an ok measurement needs samples");
+  for (double v : {s.median_s, s.q1_s, s.q3_s, s.min_s, s.max_s, s.mean_s})
+    MACTUNE_CHECK(std::isfinite(v) && v >= 0, "measurement times must be finite and >= 0");
+  MACTUNE_CHECK(
+      s.min_s <= s.q1_s && s.q1_s <= s.median_s && s.median_s <= s.q3_s && s.q3_s <= s.max_s,
+      "measurement stats out of order: min ", s.min_s, " q1 ", s.q1_s, " median ", s.median_s,
+      " q3 ", s.q3_s, " max ", s.max_s);
+}
+
+}  // namespace
+
+// ---- Small helpers.
+
+std::string_view run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::running:
+      return "running";
+    case RunStatus::finished:
+      return "finished";
+    case RunStatus::interrupted:
+      return "interrupted";
+    case RunStatus::failed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::string now_utc() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
+  return buf;
+}
+
+std::string fnv1a_hex(std::string_view bytes) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string Workload::key() const {
+  std::ostringstream k;
+  k << "b=" << problem.batch << ",ctx=" << context << ",hq=" << problem.q_heads
+    << ",hkv=" << problem.kv_heads << ",d=" << problem.head_dim
+    << ",kv=" << dtype_name(problem.kv_dtype) << ",page=" << problem.page_size
+    << ",hit=" << format_double(hit_rate) << ",lag=" << lag << ",coh=" << coherence
+    << ",K=" << mac.ring_capacity << ",r=" << mac.band << ",tau=" << format_double(mac.tau)
+    << ",pick=" << pick_rule_name(mac.pick) << ",minctx=" << mac.min_context
+    << ",sum=" << dtype_name(mac.summary_dtype) << ",rect=" << rectify_name(mac.rectify)
+    << ",eps=" << format_double(mac.accept_eps);
+  if (!extra.empty()) k << ",extra=" << extra;
+  return k.str();
+}
+
+std::string Bucket::key() const {
+  std::ostringstream k;
+  k << "b=" << problem.batch << ",ctx=" << context << ",hq=" << problem.q_heads
+    << ",hkv=" << problem.kv_heads << ",d=" << problem.head_dim
+    << ",kv=" << dtype_name(problem.kv_dtype) << ",page=" << problem.page_size;
+  if (hit_rate) k << ",hit=" << format_double(*hit_rate);
+  if (!extra.empty()) k << ",extra=" << extra;
+  return k.str();
+}
+
+std::string FidelitySettings::key() const {
+  std::ostringstream k;
+  k << "engine=" << engine << ",kv=" << dtype_name(kv_dtype) << ",K=" << mac.ring_capacity
+    << ",r=" << mac.band << ",tau=" << format_double(mac.tau)
+    << ",pick=" << pick_rule_name(mac.pick) << ",minctx=" << mac.min_context
+    << ",sum=" << dtype_name(mac.summary_dtype) << ",rect=" << rectify_name(mac.rectify)
+    << ",eps=" << format_double(mac.accept_eps);
+  return k.str();
+}
+
+// ---- Opening.
+
+Store Store::open(const std::string& path, const OpenOptions& options) {
+  const auto& migrations = options.migrations ? *options.migrations : builtin_migrations();
+  const bool read_only = options.mode == OpenMode::read_only;
+  MACTUNE_REQUIRE(!path.empty(), "the database path is empty");
+  std::error_code ec;
+  MACTUNE_REQUIRE(!fs::is_directory(path, ec), "database '", path, "' is a directory");
+  if (read_only || fs::exists(path, ec)) {
+    MACTUNE_REQUIRE(fs::exists(path, ec), "database '", path, "' does not exist");
+  } else {
+    const fs::path parent = fs::path(path).parent_path();
+    MACTUNE_REQUIRE(parent.empty() || fs::is_directory(parent, ec), "cannot create database '",
+                    path, "': directory '", parent.string(), "' does not exist");
+  }
+
+  Connection c;
+  try {
+    c = read_only ? open_read_only(path)
+                  : Connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  } catch (const SqliteError& e) {
+    if (is_not_a_database(e)) not_a_database(path, e);
+    if (!read_only && is_read_only(e)) read_only_file(path);
+    input_error("cannot open database '", path, "': ", e.what());
+  }
+  // sqlite opens a write-protected file read-only without complaint; a writer must know now.
+  if (!read_only && sqlite3_db_readonly(c.handle(), "main") == 1) read_only_file(path);
+  sqlite3_busy_timeout(c.handle(), options.busy_timeout_ms);
+
+  try {
+    if (!read_only) {
+      // The first statements read the header and take the WAL index: a file that is not a
+      // database, or cannot be written, fails here, before anything is written to it.
+      c.scalar_int("SELECT COUNT(*) FROM sqlite_master");
+      auto jm = c.prepare("PRAGMA journal_mode = WAL");
+      jm.step();
+      c.exec("PRAGMA synchronous = FULL");
+      if (stored_version(c, path) > 0) {
+        auto qc = c.prepare("PRAGMA quick_check");
+        MACTUNE_REQUIRE(qc.step() && qc.text(0) == "ok", "database '", path,
+                        "' is corrupt (quick_check: ", qc.text(0), "); it was left untouched");
+      }
+    }
+    c.exec("PRAGMA foreign_keys = ON");
+  } catch (const SqliteError& e) {
+    if (is_not_a_database(e)) not_a_database(path, e);
+    if (!read_only && is_read_only(e)) read_only_file(path);
+    throw;
+  }
+
+  if (read_only) {
+    const int have = stored_version(c, path);
+    const int latest = latest_version(migrations);
+    MACTUNE_REQUIRE(have > 0, "'", path, "' is empty, not a mactune database");
+    MACTUNE_REQUIRE(have <= latest, "'", path, "' has schema version ", have,
+                    ", newer than this mactune understands (", latest, ")");
+    MACTUNE_REQUIRE(have == latest, "'", path, "' has schema version ", have,
+                    "; this mactune reads version ", latest,
+                    " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
+  } else {
+    try {
+      migrate(c, path, migrations);
+    } catch (const SqliteError& e) {
+      if (is_read_only(e)) read_only_file(path);
+      throw;
+    }
+  }
+  return Store(path, std::move(c));
+}
+
+int Store::schema_version() const {
+  return stored_version(c_, path_);
+}
+
+Id Store::id_of(Statement& select) const {
+  MACTUNE_CHECK(select.step(), "upserted row not found");
+  return select.int64(0);
+}
+
+// ---- Upserts.
+
+Id Store::upsert_device(const DeviceFingerprint& d) {
+  const std::string key = d.key();
+  auto ins = c_.prepare(
+      "INSERT INTO devices (fingerprint, digest, backend, name, compute_units, memory_mib, arch,"
+      " runtime, threads, first_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+      " ON CONFLICT (fingerprint) DO NOTHING");
+  ins.bind(1, key).bind(2, d.digest()).bind(3, d.backend).bind(4, d.name);
+  ins.bind(5, d.compute_units).bind(6, d.memory_mib).bind(7, d.arch).bind(8, d.runtime);
+  ins.bind(9, d.threads).bind(10, now_utc()).run();
+  auto sel = c_.prepare("SELECT id FROM devices WHERE fingerprint = ?1");
+  sel.bind(1, key);
+  return id_of(sel);
+}
+
+Id Store::upsert_build(const BuildInfo& b) {
+  auto ins = c_.prepare(
+      "INSERT INTO builds (git_revision, compiler, registry_hash, version, build_type,"
+      " first_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+      " ON CONFLICT (git_revision, compiler, registry_hash) DO NOTHING");
+  ins.bind(1, b.git_revision).bind(2, b.compiler).bind(3, b.registry_hash);
+  ins.bind(4, b.version).bind(5, b.build_type).bind(6, now_utc()).run();
+  auto sel = c_.prepare(
+      "SELECT id FROM builds WHERE git_revision = ?1 AND compiler = ?2 AND registry_hash = ?3");
+  sel.bind(1, b.git_revision).bind(2, b.compiler).bind(3, b.registry_hash);
+  return id_of(sel);
+}
+
+Id Store::upsert_instance(const InstanceInfo& i) {
+  MACTUNE_REQUIRE(!i.name.empty(), "an instance needs a canonical name");
+  auto ins = c_.prepare(
+      "INSERT INTO instances (name, backend, family, config) VALUES (?1, ?2, ?3, ?4)"
+      " ON CONFLICT (name) DO NOTHING");
+  ins.bind(1, i.name).bind(2, i.backend).bind(3, i.family).bind(4, i.config).run();
+  auto sel = c_.prepare("SELECT id, backend, family, config FROM instances WHERE name = ?1");
+  sel.bind(1, i.name);
+  MACTUNE_CHECK(sel.step(), "upserted instance not found");
+  // One canonical name is one config everywhere; a mismatch is a registry bug, never data.
+  MACTUNE_CHECK(sel.text(1) == i.backend && sel.text(2) == i.family && sel.text(3) == i.config,
+                "instance '", i.name, "' is stored as ", sel.text(1), "/", sel.text(2), " {",
+                sel.text(3), "} in '", path_, "' but this build has ", i.backend, "/", i.family,
+                " {", i.config, "}");
+  return sel.int64(0);
+}
+
+Id Store::upsert_workload(const Workload& w) {
+  require_valid(w.problem);
+  MACTUNE_REQUIRE(w.hit_rate >= 0.0 && w.hit_rate <= 1.0, "hit rate ", w.hit_rate,
+                  " is outside [0, 1]");
+  const std::string key = w.key();
+  auto ins = c_.prepare(
+      "INSERT INTO workloads (key, batch, context, q_heads, kv_heads, head_dim, kv_dtype,"
+      " page_size, hit_rate, lag, coherence, ring_capacity, band, tau, pick, min_context,"
+      " summary_dtype, rectify, accept_eps, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+      " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) ON CONFLICT (key) DO NOTHING");
+  const Problem& p = w.problem;
+  ins.bind(1, key).bind(2, p.batch).bind(3, w.context).bind(4, p.q_heads).bind(5, p.kv_heads);
+  ins.bind(6, p.head_dim).bind(7, dtype_name(p.kv_dtype)).bind(8, p.page_size);
+  ins.bind(9, w.hit_rate).bind(10, w.lag).bind(11, w.coherence);
+  ins.bind(12, w.mac.ring_capacity).bind(13, w.mac.band).bind(14, w.mac.tau);
+  ins.bind(15, pick_rule_name(w.mac.pick)).bind(16, w.mac.min_context);
+  ins.bind(17, dtype_name(w.mac.summary_dtype)).bind(18, rectify_name(w.mac.rectify));
+  ins.bind(19, w.mac.accept_eps).bind(20, w.extra).run();
+  auto sel = c_.prepare("SELECT id FROM workloads WHERE key = ?1");
+  sel.bind(1, key);
+  return id_of(sel);
+}
+
+Id Store::upsert_run(const RunInfo& r) {
+  MACTUNE_REQUIRE(!r.run_key.empty(), "a run needs a run_key");
+  MACTUNE_CHECK(r.device_id > 0 && r.build_id > 0, "a run needs device and build ids");
+  MACTUNE_REQUIRE(r.shard_count >= 1 && r.shard_index >= 0 && r.shard_index < r.shard_count,
+                  "shard ", r.shard_index, "/", r.shard_count, " is not a valid shard");
+  auto ins = c_.prepare(
+      "INSERT INTO runs (run_key, spec_hash, spec_text, shard_index, shard_count, status,"
+      " started_at, device_id, build_id, host, command)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7, ?8, ?9, ?10)"
+      " ON CONFLICT (run_key) DO NOTHING");
+  ins.bind(1, r.run_key).bind(2, r.spec_hash.empty() ? fnv1a_hex(r.spec_text) : r.spec_hash);
+  ins.bind(3, r.spec_text).bind(4, r.shard_index).bind(5, r.shard_count).bind(6, now_utc());
+  ins.bind_id(7, r.device_id).bind_id(8, r.build_id).bind(9, r.host).bind(10, r.command).run();
+  auto sel = c_.prepare("SELECT id FROM runs WHERE run_key = ?1");
+  sel.bind(1, r.run_key);
+  return id_of(sel);
+}
+
+Id Store::begin_run(RunInfo r) {
+  if (r.host.empty()) {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) == 0) r.host = host;
+  }
+  if (r.run_key.empty()) {
+    static std::atomic<int> counter{0};
+    std::ostringstream k;
+    k << r.host << ':' << getpid() << ':' << now_utc() << ':' << counter++;
+    r.run_key = k.str();
+  }
+  return upsert_run(r);
+}
+
+void Store::finish_run(Id run_id, RunStatus status) {
+  auto s = c_.prepare("UPDATE runs SET status = ?2, finished_at = ?3 WHERE id = ?1");
+  s.bind(1, run_id).bind(2, run_status_name(status));
+  if (status == RunStatus::running)
+    s.bind_null(3);
+  else
+    s.bind(3, now_utc());
+  s.run();
+  MACTUNE_CHECK(c_.changes() == 1, "no run with id ", run_id, " in '", path_, "'");
+}
+
+// ---- Measurements.
+
+namespace {
+constexpr const char* kPointWhere =
+    " WHERE device_id = ?1 AND build_id = ?2 AND instance_id = ?3 AND params = ?4"
+    " AND workload_id = ?5 AND policy = ?6 AND cold = ?7";
+
+void bind_point(Statement& s, const PointKey& p) {
+  s.bind(1, p.device_id).bind(2, p.build_id).bind(3, p.instance_id).bind(4, p.params);
+  s.bind(5, p.workload_id).bind(6, p.policy).bind(7, p.cold ? 1 : 0);
+}
+}  // namespace
+
+std::optional<PointStatus> Store::point_status(const PointKey& p) const {
+  auto s = c_.prepare(std::string("SELECT status FROM measurements") + kPointWhere);
+  bind_point(s, p);
+  if (!s.step()) return std::nullopt;
+  return s.text(0) == "ok" ? PointStatus::ok : PointStatus::failed;
+}
+
+bool Store::has_measurement(const PointKey& p) const {
+  return point_status(p).has_value();
+}
+
+RecordOutcome Store::record_measurement(const Measurement& m) {
+  const PointKey& p = m.point;
+  MACTUNE_CHECK(p.device_id > 0 && p.build_id > 0 && p.instance_id > 0 && p.workload_id > 0,
+                "a measurement needs device, build, instance and workload ids");
+  check_stats(m);
+  const bool ok = m.status == PointStatus::ok;
+
+  Transaction t(c_);
+  const auto existing = point_status(p);
+  if (existing && (*existing == PointStatus::ok || !ok)) return RecordOutcome::kept_existing;
+  if (existing) {  // a stored failure, now measured: the ok row replaces it
+    auto del = c_.prepare(std::string("DELETE FROM measurements") + kPointWhere);
+    bind_point(del, p);
+    del.run();
+  }
+  auto ins = c_.prepare(
+      "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
+      " cold, run_id, status, error, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples,"
+      " rel_noise, stop_reason, modeled_bytes, clock_mhz, throttled_samples, notes, started_at,"
+      " finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
+      " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)");
+  bind_point(ins, p);
+  ins.bind_id(8, m.run_id).bind(9, ok ? "ok" : "failed").bind(10, m.error);
+  const TimeStats& s = m.stats;
+  if (ok) {
+    ins.bind(11, s.median_s).bind(12, s.q1_s).bind(13, s.q3_s).bind(14, s.min_s);
+    ins.bind(15, s.max_s).bind(16, s.mean_s).bind(17, s.samples).bind(18, s.rel_noise);
+  } else {
+    for (int i = 11; i <= 16; ++i) ins.bind_null(i);
+    ins.bind(17, 0).bind_null(18);
+  }
+  ins.bind(19, s.stop_reason).bind(20, m.modeled_bytes).bind(21, m.clock_mhz);
+  ins.bind(22, m.throttled_samples).bind(23, m.notes);
+  const std::string now = now_utc();
+  ins.bind(24, m.started_at.empty() ? now : m.started_at);
+  ins.bind(25, m.finished_at.empty() ? now : m.finished_at);
+  ins.run();
+  t.commit();
+  return existing ? RecordOutcome::replaced_failure : RecordOutcome::inserted;
+}
+
+std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) const {
+  std::string sql =
+      "SELECT m.id, m.device_id, m.build_id, m.instance_id, m.params, m.workload_id, m.policy,"
+      " m.cold, m.run_id, m.status, m.error, m.median_s, m.q1_s, m.q3_s, m.min_s, m.max_s,"
+      " m.mean_s, m.samples, m.rel_noise, m.stop_reason, m.modeled_bytes, m.clock_mhz,"
+      " m.throttled_samples, m.notes, m.started_at, m.finished_at,"
+      " i.name, i.backend, i.family, i.config,"
+      " w.batch, w.context, w.q_heads, w.kv_heads, w.head_dim, w.kv_dtype, w.page_size,"
+      " w.hit_rate, w.lag, w.coherence, w.ring_capacity, w.band, w.tau, w.pick, w.min_context,"
+      " w.summary_dtype, w.rectify, w.accept_eps, w.extra"
+      " FROM measurements m JOIN instances i ON i.id = m.instance_id"
+      " JOIN workloads w ON w.id = m.workload_id WHERE m.device_id = ?1";
+  if (f.build_id) sql += " AND m.build_id = ?2";
+  if (f.workload_id) sql += " AND m.workload_id = ?3";
+  if (f.instance) sql += " AND i.name = ?4";
+  if (f.family) sql += " AND i.family = ?5";
+  if (f.policy) sql += " AND m.policy = ?6";
+  if (f.cold) sql += " AND m.cold = ?7";
+  if (f.ok_only) sql += " AND m.status = 'ok'";
+  sql += " ORDER BY m.workload_id, i.name, m.params, m.id";
+  auto s = c_.prepare(sql);
+  s.bind(1, f.device_id);
+  if (f.build_id) s.bind(2, *f.build_id);
+  if (f.workload_id) s.bind(3, *f.workload_id);
+  if (f.instance) s.bind(4, *f.instance);
+  if (f.family) s.bind(5, *f.family);
+  if (f.policy) s.bind(6, *f.policy);
+  if (f.cold) s.bind(7, *f.cold ? 1 : 0);
+
+  std::vector<MeasurementRow> rows;
+  while (s.step()) {
+    MeasurementRow r;
+    r.id = s.int64(0);
+    Measurement& m = r.m;
+    m.point = {s.int64(1), s.int64(2), s.int64(3),     s.text(4),
+               s.int64(5), s.text(6),  s.int64(7) != 0};
+    m.run_id = s.is_null(8) ? 0 : s.int64(8);
+    m.status = s.text(9) == "ok" ? PointStatus::ok : PointStatus::failed;
+    m.error = s.text(10);
+    m.stats = {s.int32(17), s.real(11), s.real(12), s.real(13), s.real(14),
+               s.real(15),  s.real(16), s.real(18), s.text(19)};
+    m.modeled_bytes = s.opt_real(20);
+    m.clock_mhz = s.opt_real(21);
+    m.throttled_samples = s.int32(22);
+    m.notes = s.text(23);
+    m.started_at = s.text(24);
+    m.finished_at = s.text(25);
+    r.instance = {s.text(26), s.text(27), s.text(28), s.text(29)};
+    Workload& w = r.workload;
+    w.problem.batch = s.int32(30);
+    w.context = s.int64(31);
+    w.problem.q_heads = s.int32(32);
+    w.problem.kv_heads = s.int32(33);
+    w.problem.head_dim = s.int32(34);
+    w.problem.kv_dtype = parse_dtype(s.text(35));
+    w.problem.page_size = s.int32(36);
+    w.hit_rate = s.real(37);
+    w.lag = s.text(38);
+    w.coherence = s.text(39);
+    w.mac.ring_capacity = s.int32(40);
+    w.mac.band = s.int32(41);
+    w.mac.tau = s.real(42);
+    w.mac.pick = parse_pick_rule(s.text(43));
+    w.mac.min_context = s.int32(44);
+    w.mac.summary_dtype = parse_dtype(s.text(45));
+    w.mac.rectify = parse_rectify(s.text(46));
+    w.mac.accept_eps = s.real(47);
+    w.extra = s.text(48);
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::vector<DeviceRow> Store::devices() const {
+  auto s = c_.prepare(
+      "SELECT id, backend, name, compute_units, memory_mib, arch, runtime, threads, digest,"
+      " first_seen FROM devices ORDER BY id");
+  std::vector<DeviceRow> out;
+  while (s.step()) {
+    DeviceRow d;
+    d.id = s.int64(0);
+    d.fingerprint = {s.text(1), s.text(2), s.int32(3), s.int64(4),
+                     s.text(5), s.text(6), s.int32(7)};
+    d.digest = s.text(8);
+    d.first_seen = s.text(9);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::optional<Id> Store::find_device(const DeviceFingerprint& d) const {
+  auto s = c_.prepare("SELECT id FROM devices WHERE fingerprint = ?1");
+  s.bind(1, d.key());
+  return s.step() ? std::optional<Id>(s.int64(0)) : std::nullopt;
+}
+
+std::optional<InstanceInfo> Store::instance(Id id) const {
+  auto s = c_.prepare("SELECT name, backend, family, config FROM instances WHERE id = ?1");
+  s.bind(1, id);
+  if (!s.step()) return std::nullopt;
+  return InstanceInfo{s.text(0), s.text(1), s.text(2), s.text(3)};
+}
+
+std::optional<Id> Store::find_instance(const std::string& name) const {
+  auto s = c_.prepare("SELECT id FROM instances WHERE name = ?1");
+  s.bind(1, name);
+  return s.step() ? std::optional<Id>(s.int64(0)) : std::nullopt;
+}
+
+}  // namespace mactune::db

@@ -1,0 +1,295 @@
+// mactune's SQLite store: every measurement of every point, the runs that took them, the
+// decisions drawn from them (best configs, break-even points), replay fidelity and imported
+// nsys reports. See docs/database.md for the schema and the rules below.
+//
+// Rules:
+//  - Natural keys. Every table has a UNIQUE natural key (device fingerprint, build triple,
+//    instance name, workload key, run key, point identity, ...), so inserting a fact twice is
+//    a no-op and `merge` is idempotent. Row ids are local to one file; never compare them
+//    across files.
+//  - The same point. A measurement is identified by PointKey: device + build + instance +
+//    launch params + workload + measurement policy + cold/hot. A resumed or re-run sweep on
+//    the same device and build skips every point with a stored row (has_measurement); a new
+//    build (a code change) is a new point. The first stored result of a point is kept, except
+//    that a successful one replaces a stored failure.
+//  - Crash safety. WAL journal, synchronous=FULL, one transaction per recorded point: a
+//    process killed at any instant leaves every committed point intact and no partial row.
+//  - Errors. A file that is not a database, a foreign SQLite file, a newer schema or a
+//    read-only file opened for writing throws InputError naming the file; nothing is
+//    written to a file that cannot be opened cleanly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/schema.h"
+#include "db/sqlite.h"
+#include "kernels/device.h"
+#include "kernels/problem.h"
+#include "kernels/registry.h"
+
+namespace mactune::db {
+
+using Id = std::int64_t;  // a row id in one file; 0 means "none"
+
+// ---- Keys and rows.
+
+struct BuildInfo {
+  std::string git_revision{};  // natural key, with compiler and registry_hash
+  std::string compiler{};
+  std::string registry_hash{};  // digest of the compiled instance names
+  std::string version{};
+  std::string build_type{};
+};
+
+// What a point measures: a decode step of `problem` over `context` KV tokens per request
+// with a forced hit rate, under one layer's MAC settings.
+struct Workload {
+  Problem problem{};
+  long long context = 0;    // KV tokens per request
+  double hit_rate = 0.0;    // forced fraction of (step, head) hits
+  std::string lag{};        // lag distribution, e.g. "uniform:256:4096"
+  std::string coherence{};  // "head" | "group" | ...
+  MacParams mac{};
+  std::string extra{};  // anything else that changes the work, "key=value,..."
+
+  // Canonical text of every field above: equal keys <=> the same workload.
+  std::string key() const;
+};
+
+// A run: one invocation of the tuner over a spec (or one shard of it).
+struct RunInfo {
+  std::string run_key{};  // unique per invocation; begin_run() makes one when empty
+  std::string spec_text{};
+  std::string spec_hash{};  // begin_run() computes it from spec_text when empty
+  int shard_index = 0;
+  int shard_count = 1;
+  Id device_id = 0;
+  Id build_id = 0;
+  std::string host{};
+  std::string command{};
+};
+
+enum class RunStatus { running, finished, interrupted, failed };
+std::string_view run_status_name(RunStatus s);
+
+// The identity of a measured point (see the rules above).
+struct PointKey {
+  Id device_id = 0;
+  Id build_id = 0;
+  Id instance_id = 0;
+  std::string params{};  // launch params not compiled in, canonical "key=value,..." text
+  Id workload_id = 0;
+  std::string policy{};  // measurement policy key (timer, launch mode, flush, ...)
+  bool cold = true;      // caches flushed before each sample
+};
+
+enum class PointStatus { ok, failed };
+
+// Sample statistics in seconds.
+struct TimeStats {
+  int samples = 0;
+  double median_s = 0, q1_s = 0, q3_s = 0, min_s = 0, max_s = 0, mean_s = 0;
+  double rel_noise = 0;       // relative noise estimate at stop
+  std::string stop_reason{};  // "noise" | "stable" | "max_samples" | "time_cap" | ...
+};
+
+struct Measurement {
+  PointKey point{};
+  Id run_id = 0;  // the run that measured it (0: none)
+  PointStatus status = PointStatus::ok;
+  std::string error{};  // why a failed point failed
+  TimeStats stats{};    // ignored for failed points
+  std::optional<double> modeled_bytes{};
+  std::optional<double> clock_mhz{};
+  int throttled_samples = 0;
+  std::string notes{};
+  std::string started_at{};   // ISO 8601 UTC; now_utc() when empty
+  std::string finished_at{};  // ISO 8601 UTC; now_utc() when empty
+};
+
+enum class RecordOutcome {
+  inserted,          // a new point
+  replaced_failure,  // an ok result replaced a stored failure
+  kept_existing,     // the point was already stored; nothing changed
+};
+
+// A stored measurement with its keys resolved, for the decision step.
+struct MeasurementRow {
+  Id id = 0;
+  Measurement m{};
+  InstanceInfo instance{};
+  Workload workload{};
+};
+
+// Which measurements to read. Unset fields match everything.
+struct MeasurementFilter {
+  Id device_id = 0;  // required
+  std::optional<Id> build_id{};
+  std::optional<Id> workload_id{};
+  std::optional<std::string> instance{};  // canonical name
+  std::optional<std::string> family{};
+  std::optional<std::string> policy{};
+  std::optional<bool> cold{};
+  bool ok_only = true;
+};
+
+struct DeviceRow {
+  Id id = 0;
+  DeviceFingerprint fingerprint{};
+  std::string digest{};
+  std::string first_seen{};
+};
+
+// A decision bucket: one shape (and optionally one hit rate).
+struct Bucket {
+  Problem problem{};
+  long long context = 0;
+  std::optional<double> hit_rate{};
+  std::string extra{};
+  std::string key() const;
+};
+
+struct TieEntry {
+  std::string instance{};
+  std::string params{};
+  double median_s = 0;
+};
+
+struct BestConfig {
+  Id device_id = 0;
+  Id build_id = 0;  // measurements of which build it was drawn from (0: mixed / unknown)
+  Bucket bucket{};
+  std::string family{};  // what was chosen among: "mac", "full", ...
+  std::string policy{};
+  std::string instance{};  // canonical name; must be stored in instances
+  std::string params{};
+  double median_s = 0;
+  std::optional<double> margin{};  // runner-up median / best median - 1
+  double tie_tolerance = 0.01;
+  std::vector<TieEntry> tie_set{};  // every candidate within the tolerance, best first
+  std::string decided_at{};         // now_utc() when empty
+};
+
+enum class BreakEvenStatus { found, ambiguous, never };
+std::string_view break_even_status_name(BreakEvenStatus s);
+
+struct BreakEven {
+  Id device_id = 0;
+  Id build_id = 0;
+  Bucket bucket{};  // hit_rate unset: the break-even runs over hit rates
+  std::string policy{};
+  BreakEvenStatus status = BreakEvenStatus::ambiguous;
+  std::optional<double> hit_rate{};  // set iff status == found
+  std::optional<double> speedup{};   // full median / MAC median at hit_rate
+  std::string mac_instance{}, mac_params{};
+  std::string full_instance{}, full_params{};
+  std::string notes{};
+  std::string decided_at{};
+};
+
+// Replay settings of one fidelity row (issue 6).
+struct FidelitySettings {
+  MacParams mac{};
+  DType kv_dtype = DType::f32;
+  std::string engine = "cpu";  // "cpu" | "ref" | "cuda"
+  std::string key() const;
+};
+
+struct ErrorStats {
+  double mean = 0, p50 = 0, p99 = 0, max = 0, frac_gt_0_1 = 0;
+};
+
+struct FidelityResult {
+  std::string trace_hash{};
+  std::string trace_name{};
+  int layer = 0;
+  FidelitySettings settings{};
+  long long steps = 0;
+  double hit_rate = 0, group_all_hit_rate = 0, skip_ratio = 0, head_skip_ratio = 0;
+  ErrorStats rel_err{};                        // vs full attention recomputed
+  std::optional<ErrorStats> rel_err_vs_ref{};  // vs the model's own output, when the trace has it
+  Id build_id = 0;
+  std::string recorded_at{};
+};
+
+// ---- The store.
+
+enum class OpenMode {
+  read_write,  // create the file if missing, migrate it to the latest schema
+  read_only,   // never writes; the file must exist and be at the latest schema
+};
+
+struct OpenOptions {
+  OpenMode mode = OpenMode::read_write;
+  int busy_timeout_ms = 30000;  // wait this long for another writer (shards on one file)
+  // The schema steps to apply; tests inject extra steps to exercise the mechanism.
+  const std::vector<Migration>* migrations = nullptr;  // nullptr: builtin_migrations()
+};
+
+class Store {
+ public:
+  static Store open(const std::string& path, const OpenOptions& options = {});
+
+  const std::string& path() const { return path_; }
+  int schema_version() const;
+  Connection& connection() { return c_; }
+  const Connection& connection() const { return c_; }
+
+  // Upserts by natural key; return the row id (existing or new).
+  Id upsert_device(const DeviceFingerprint& d);
+  Id upsert_build(const BuildInfo& b);
+  Id upsert_instance(const InstanceInfo& i);  // throws Error if the name has another config
+  Id upsert_workload(const Workload& w);
+  Id upsert_run(const RunInfo& r);  // by run_key (required)
+
+  // Starts a run: a fresh run_key (host, pid, time) unless given; status running.
+  Id begin_run(RunInfo r);
+  void finish_run(Id run_id, RunStatus status);
+
+  // Resume: whether the point has a stored row (ok or failed), and which.
+  bool has_measurement(const PointKey& p) const;
+  std::optional<PointStatus> point_status(const PointKey& p) const;
+  // Stores one finished point in its own transaction (see the rules above).
+  RecordOutcome record_measurement(const Measurement& m);
+
+  std::vector<MeasurementRow> measurements(const MeasurementFilter& f) const;
+  std::vector<DeviceRow> devices() const;
+  std::optional<Id> find_device(const DeviceFingerprint& d) const;
+  std::optional<InstanceInfo> instance(Id id) const;
+  std::optional<Id> find_instance(const std::string& name) const;
+
+  // Decisions: each write replaces the row of the same bucket (and family, for configs).
+  void write_best_config(const BestConfig& b);
+  void write_break_even(const BreakEven& b);
+  std::vector<BestConfig> best_configs(Id device_id) const;
+  std::vector<BreakEven> break_evens(Id device_id) const;
+
+  // Fidelity: replaces the row of the same trace, layer and settings.
+  void record_fidelity(const FidelityResult& r);
+  std::vector<FidelityResult> fidelity(const std::string& trace_hash = "") const;
+
+  // Row counts of every table, in schema order (for `db info` and tests).
+  std::vector<std::pair<std::string, std::int64_t>> table_counts() const;
+
+ private:
+  Store(std::string path, Connection c) : path_(std::move(path)), c_(std::move(c)) {}
+  Id id_of(Statement& select) const;
+
+  std::string path_{};
+  Connection c_;
+};
+
+// The tables of the schema, in dependency order (parents first).
+const std::vector<std::string>& table_names();
+
+// "2025-11-29T16:53:07.123Z" for the current time.
+std::string now_utc();
+// 16 hex digits of FNV-1a 64 over the bytes.
+std::string fnv1a_hex(std::string_view bytes);
+// Shortest text that reads back as the same double ("0.9", "1e-06").
+std::string format_double(double v);
+
+}  // namespace mactune::db

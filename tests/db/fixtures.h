@@ -1,0 +1,81 @@
+// Shared pieces of the db tests: a scratch directory and small, valid keys.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "db/store.h"
+
+namespace mactune::db::testing {
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "mactune-db-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+    EXPECT_FALSE(path_.empty());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline DeviceFingerprint test_device(int threads = 2) {
+  DeviceFingerprint d;
+  d.backend = "cpu";
+  d.name = "Test CPU @ 3.0GHz";
+  d.compute_units = 2;
+  d.memory_mib = 24 << 10;
+  d.arch = "avx2";
+  d.threads = threads;
+  return d;
+}
+
+inline BuildInfo test_build(const std::string& rev = "abc123def456") {
+  return {rev, "GNU 12.2.0", "r0123456789abcdef", "0.1.0", "RelWithDebInfo"};
+}
+
+inline InstanceInfo test_instance(const std::string& family = "mac", int hd = 128) {
+  const std::string name = family + "_cpu_avx2_hd" + std::to_string(hd) + "_bf16";
+  return {name, "cpu", family, "isa=avx2,head_dim=" + std::to_string(hd) + ",kv=bf16"};
+}
+
+inline Workload test_workload(int batch, long long context, double hit_rate) {
+  Workload w;
+  w.problem.batch = batch;
+  w.problem.q_heads = 8;
+  w.problem.kv_heads = 2;
+  w.problem.head_dim = 128;
+  w.context = context;
+  w.hit_rate = hit_rate;
+  w.lag = "uniform:256:4096";
+  w.coherence = "head";
+  return w;
+}
+
+// Stats derived from a seed so that every point's numbers differ and can be checked.
+inline TimeStats test_stats(double median_s) {
+  TimeStats s;
+  s.samples = 11;
+  s.median_s = median_s;
+  s.q1_s = median_s * 0.98;
+  s.q3_s = median_s * 1.03;
+  s.min_s = median_s * 0.95;
+  s.max_s = median_s * 1.2;
+  s.mean_s = median_s * 1.01;
+  s.rel_noise = 0.012;
+  s.stop_reason = "noise";
+  return s;
+}
+
+}  // namespace mactune::db::testing
