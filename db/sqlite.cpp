@@ -1,5 +1,6 @@
 #include "db/sqlite.h"
 
+#include <cstdio>
 #include <sstream>
 
 namespace mactune::db {
@@ -149,6 +150,21 @@ std::string sql_literal(std::string_view s) {
 }
 std::string sql_ident(std::string_view s) {
   return quoted(s, '"');
+}
+
+std::string file_uri(std::string_view path, std::string_view query) {
+  std::string out = "file:";
+  for (unsigned char ch : path) {
+    if (ch == '%' || ch == '?' || ch == '#' || ch < 0x20) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", ch);
+      out += buf;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  if (!query.empty()) out.append("?").append(query);
+  return out;
 }
 
 }  // namespace mactune::db

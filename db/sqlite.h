@@ -151,4 +151,9 @@ class Transaction {
 std::string sql_literal(std::string_view s);
 std::string sql_ident(std::string_view s);
 
+// A "file:" URI naming `path` (for SQLITE_OPEN_URI and ATTACH), with an optional query such
+// as "mode=ro" or "immutable=1". Connections are opened through URIs so that ATTACH can take
+// them, and so that no path is ever mistaken for one.
+std::string file_uri(std::string_view path, std::string_view query = "");
+
 }  // namespace mactune::db

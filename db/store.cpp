@@ -35,26 +35,11 @@ bool is_read_only(const SqliteError& e) {
               "copy it somewhere writable or pass another --db");
 }
 
-// "file:" URI for sqlite3_open_v2 with SQLITE_OPEN_URI: percent-encodes what URIs reserve.
-std::string file_uri(const std::string& path, const std::string& query) {
-  std::string out = "file:";
-  for (unsigned char ch : path) {
-    if (ch == '%' || ch == '?' || ch == '#' || ch < 0x20) {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", ch);
-      out += buf;
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  return out + "?" + query;
-}
-
 // Reading a WAL database needs its -shm index, which a reader without write access to the
 // directory cannot create. When no -wal file holds uncommitted frames, the main file is the
 // whole database and may be opened as immutable instead.
 Connection open_read_only(const std::string& path) {
-  Connection c(path, SQLITE_OPEN_READONLY);
+  Connection c(file_uri(fs::absolute(path).string()), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
   try {
     c.scalar_int("SELECT COUNT(*) FROM sqlite_master");
     return c;
@@ -64,7 +49,8 @@ Connection open_read_only(const std::string& path) {
     const bool wal_pending = fs::exists(path + "-wal", ec) && fs::file_size(path + "-wal", ec) > 0;
     if (!is_read_only(e) || wal_pending) throw;
   }
-  Connection imm(file_uri(path, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  Connection imm(file_uri(fs::absolute(path).string(), "immutable=1"),
+                 SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
   imm.scalar_int("SELECT COUNT(*) FROM sqlite_master");
   return imm;
 }
@@ -179,7 +165,8 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
   Connection c;
   try {
     c = read_only ? open_read_only(path)
-                  : Connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+                  : Connection(file_uri(fs::absolute(path).string()),
+                               SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI);
   } catch (const SqliteError& e) {
     if (is_not_a_database(e)) not_a_database(path, e);
     if (!read_only && is_read_only(e)) read_only_file(path);

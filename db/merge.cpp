@@ -1,0 +1,215 @@
+#include "db/merge.h"
+
+#include <filesystem>
+#include <set>
+
+namespace mactune::db {
+namespace {
+
+namespace fs = std::filesystem;
+
+// How one table's rows are copied: the columns that hold row ids of other tables are
+// recomputed from the destination through natural-key joins; every other column (read from
+// the live schema, so later migrations need no change here) is copied as it is.
+struct CopySpec {
+  std::string table;
+  std::vector<std::pair<std::string, std::string>> mapped;  // column -> expression
+  std::string joins;                                        // FROM src.<table> s <joins>
+  std::string conflict;                                     // ON CONFLICT ...
+};
+
+// Natural-key joins from a source row id column onto the destination's row.
+std::string join_device(const std::string& col, const std::string& a) {
+  return " JOIN src.devices s" + a + " ON s" + a + ".id = s." + col + " JOIN main.devices " + a +
+         " ON " + a + ".fingerprint = s" + a + ".fingerprint";
+}
+std::string join_build(const std::string& col, const std::string& a, bool optional) {
+  const std::string j = optional ? " LEFT JOIN" : " JOIN";
+  return j + " src.builds s" + a + " ON s" + a + ".id = s." + col + j + " main.builds " + a +
+         " ON " + a + ".git_revision = s" + a + ".git_revision AND " + a + ".compiler = s" + a +
+         ".compiler AND " + a + ".registry_hash = s" + a + ".registry_hash";
+}
+std::string join_instance(const std::string& col, const std::string& a, bool optional) {
+  const std::string j = optional ? " LEFT JOIN" : " JOIN";
+  return j + " src.instances s" + a + " ON s" + a + ".id = s." + col + j + " main.instances " + a +
+         " ON " + a + ".name = s" + a + ".name";
+}
+std::string join_by(const std::string& table, const std::string& col, const std::string& a,
+                    const std::string& key, bool optional) {
+  const std::string j = optional ? " LEFT JOIN" : " JOIN";
+  return j + " src." + table + " s" + a + " ON s" + a + ".id = s." + col + j + " main." + table +
+         " " + a + " ON " + a + "." + key + " = s" + a + "." + key;
+}
+
+// "SET c = excluded.c, ..." over every non-key column of a table.
+std::string set_all(const std::vector<std::string>& columns, const std::set<std::string>& keep) {
+  std::string out;
+  for (const auto& c : columns) {
+    if (keep.count(c)) continue;
+    out += (out.empty() ? " SET " : ", ") + c + " = excluded." + c;
+  }
+  return out;
+}
+
+std::vector<std::string> columns_of(const Connection& c, const std::string& table) {
+  auto s = c.prepare("SELECT name FROM pragma_table_info(?1, 'main') ORDER BY cid");
+  s.bind(1, table);
+  std::vector<std::string> out;
+  while (s.step())
+    if (s.text(0) != "id") out.push_back(s.text(0));
+  return out;
+}
+
+std::vector<CopySpec> copy_specs(const Connection& c) {
+  const auto cols = [&](const char* t) { return columns_of(c, t); };
+  const std::string point = "device_id, build_id, instance_id, params, workload_id, policy, cold";
+  return {
+      {"devices", {}, "", "ON CONFLICT (fingerprint) DO NOTHING"},
+      {"builds", {}, "", "ON CONFLICT (git_revision, compiler, registry_hash) DO NOTHING"},
+      {"instances", {}, "", "ON CONFLICT (name) DO NOTHING"},
+      {"workloads", {}, "", "ON CONFLICT (key) DO NOTHING"},
+      {"runs",
+       {{"device_id", "d.id"}, {"build_id", "b.id"}},
+       join_device("device_id", "d") + join_build("build_id", "b", false),
+       // A run merged while it was still going is completed by a later merge.
+       "ON CONFLICT (run_key) DO UPDATE SET status = excluded.status,"
+       " finished_at = excluded.finished_at"
+       " WHERE runs.finished_at IS NULL AND excluded.finished_at IS NOT NULL"},
+      {"measurements",
+       {{"device_id", "d.id"},
+        {"build_id", "b.id"},
+        {"instance_id", "i.id"},
+        {"workload_id", "w.id"},
+        {"run_id", "r.id"}},
+       join_device("device_id", "d") + join_build("build_id", "b", false) +
+           join_instance("instance_id", "i", false) +
+           join_by("workloads", "workload_id", "w", "key", false) +
+           join_by("runs", "run_id", "r", "run_key", true),
+       "ON CONFLICT (" + point + ") DO UPDATE" +
+           set_all(cols("measurements"), {"device_id", "build_id", "instance_id", "params",
+                                          "workload_id", "policy", "cold"}) +
+           " WHERE measurements.status = 'failed' AND excluded.status = 'ok'"},
+      {"best_configs",
+       {{"device_id", "d.id"}, {"build_id", "b.id"}, {"instance_id", "i.id"}},
+       join_device("device_id", "d") + join_build("build_id", "b", true) +
+           join_instance("instance_id", "i", false),
+       "ON CONFLICT (device_id, bucket, family, policy) DO UPDATE" +
+           set_all(cols("best_configs"), {"device_id", "bucket", "family", "policy"}) +
+           " WHERE excluded.decided_at > best_configs.decided_at"},
+      {"break_even",
+       {{"device_id", "d.id"},
+        {"build_id", "b.id"},
+        {"mac_instance_id", "mi.id"},
+        {"full_instance_id", "fi.id"}},
+       join_device("device_id", "d") + join_build("build_id", "b", true) +
+           join_instance("mac_instance_id", "mi", true) +
+           join_instance("full_instance_id", "fi", true),
+       "ON CONFLICT (device_id, bucket, policy) DO UPDATE" +
+           set_all(cols("break_even"), {"device_id", "bucket", "policy"}) +
+           " WHERE excluded.decided_at > break_even.decided_at"},
+      {"fidelity",
+       {{"build_id", "b.id"}},
+       join_build("build_id", "b", true),
+       "ON CONFLICT (trace_hash, layer, settings) DO UPDATE" +
+           set_all(cols("fidelity"), {"trace_hash", "layer", "settings"}) +
+           " WHERE excluded.recorded_at > fidelity.recorded_at"},
+      {"nsys_reports", {}, "", "ON CONFLICT (content_hash) DO NOTHING"},
+      {"nsys_kernels",
+       {{"report_id", "p.id"}, {"instance_id", "i.id"}},
+       join_by("nsys_reports", "report_id", "p", "content_hash", false) +
+           join_instance("instance_id", "i", true),
+       "ON CONFLICT (report_id, seq) DO NOTHING"},
+      {"nsys_ranges",
+       {{"report_id", "p.id"}, {"instance_id", "i.id"}},
+       join_by("nsys_reports", "report_id", "p", "content_hash", false) +
+           join_instance("instance_id", "i", true),
+       "ON CONFLICT (report_id, seq) DO NOTHING"},
+  };
+}
+
+std::string copy_sql(const Connection& c, const CopySpec& spec) {
+  std::set<std::string> mapped;
+  for (const auto& [col, expr] : spec.mapped) mapped.insert(col);
+  std::string into, select;
+  for (const auto& col : columns_of(c, spec.table)) {
+    if (mapped.count(col)) continue;
+    into += (into.empty() ? "" : ", ") + col;
+    select += (select.empty() ? "s." : ", s.") + col;
+  }
+  for (const auto& [col, expr] : spec.mapped) {
+    into += ", " + col;
+    select += ", " + expr;
+  }
+  // "WHERE true" tells the parser that ON CONFLICT is not a join constraint.
+  return "INSERT INTO main." + spec.table + " (" + into + ") SELECT " + select + " FROM src." +
+         spec.table + " s" + spec.joins + " WHERE true ORDER BY s.id " + spec.conflict;
+}
+
+void check_instances_agree(const Connection& c, const std::string& source) {
+  auto s = c.prepare(
+      "SELECT s.name, s.backend || '/' || s.family || ' {' || s.config || '}',"
+      " m.backend || '/' || m.family || ' {' || m.config || '}'"
+      " FROM src.instances s JOIN main.instances m ON m.name = s.name"
+      " WHERE s.backend != m.backend OR s.family != m.family OR s.config != m.config LIMIT 1");
+  if (s.step())
+    input_error("cannot merge '", source, "': instance '", s.text(0), "' is ", s.text(1),
+                " there but ", s.text(2), " here");
+}
+
+// Attaches the source read-only, as immutable when its directory cannot hold a WAL index.
+void attach_source(Connection& c, const std::string& path) {
+  const std::string abs = fs::absolute(path).string();
+  try {
+    c.exec("ATTACH DATABASE " + sql_literal(file_uri(abs, "mode=ro")) + " AS src");
+    c.scalar_int("SELECT COUNT(*) FROM src.sqlite_master");
+  } catch (const SqliteError&) {
+    c.exec("DETACH DATABASE src");
+    c.exec("ATTACH DATABASE " + sql_literal(file_uri(abs, "immutable=1")) + " AS src");
+  }
+}
+
+}  // namespace
+
+std::int64_t MergeStats::total() const {
+  std::int64_t n = 0;
+  for (const auto& [t, k] : changed) n += k;
+  return n;
+}
+
+std::int64_t MergeStats::of(const std::string& table) const {
+  for (const auto& [t, k] : changed)
+    if (t == table) return k;
+  return 0;
+}
+
+MergeStats merge_into(Store& dest, const std::string& source_path) {
+  MergeStats stats;
+  for (const auto& t : table_names()) stats.changed.emplace_back(t, 0);
+  std::error_code ec;
+  if (fs::equivalent(source_path, dest.path(), ec)) {
+    stats.same_file = true;
+    return stats;
+  }
+  // Validates the source (exists, is a database, not corrupt at the header, right version).
+  Store::open(source_path, {.mode = OpenMode::read_only});
+
+  Connection& c = dest.connection();
+  attach_source(c, source_path);
+  try {
+    check_instances_agree(c, source_path);
+    Transaction t(c);
+    for (const CopySpec& spec : copy_specs(c)) {
+      c.exec(copy_sql(c, spec));
+      for (auto& [table, n] : stats.changed)
+        if (table == spec.table) n += c.changes();
+    }
+    t.commit();
+  } catch (...) {
+    sqlite3_exec(c.handle(), "DETACH DATABASE src", nullptr, nullptr, nullptr);
+    throw;
+  }
+  c.exec("DETACH DATABASE src");
+  return stats;
+}
+
+}  // namespace mactune::db
