@@ -133,6 +133,7 @@ std::vector<LayerCalibration> calibrate(const std::vector<const DecodeTrace*>& t
       lc.points.push_back(std::move(pt));
     }
     choose(lc, opt);
+    if (cb.on_layer) cb.on_layer(lc);
     result.push_back(std::move(lc));
   }
   return result;

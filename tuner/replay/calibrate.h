@@ -57,6 +57,7 @@ void choose(LayerCalibration& lc, const CalibrationOptions& opt);
 struct CalibrationCallbacks {
   std::function<void(const DecodeTrace&, const ReplayPoint&)> on_trace_point;
   std::function<void(int layer, const CalibrationPoint&)> on_point;
+  std::function<void(const LayerCalibration&)> on_layer;  // chosen, front marked
 };
 
 // Calibrates `layers` (empty: every layer any trace holds) over `traces`.

@@ -159,12 +159,15 @@ void DecodeTrace::validate(std::optional<double> rope_theta) {
   if (!(rope_theta_ > 1.0)) input_error(src, ": RoPE theta ", rope_theta_, " must be > 1");
 }
 
+void DecodeTrace::require_layer(int layer) const {
+  if (has_layer(layer)) return;
+  std::ostringstream have;
+  for (std::size_t i = 0; i < layers_.size(); ++i) have << (i ? "," : "") << layers_[i];
+  input_error(source(), ": has no layer ", layer, " (it holds layer(s) ", have.str(), ")");
+}
+
 TraceLayer DecodeTrace::load_layer(int layer) const {
-  if (!has_layer(layer)) {
-    std::ostringstream have;
-    for (std::size_t i = 0; i < layers_.size(); ++i) have << (i ? "," : "") << layers_[i];
-    input_error(source(), ": has no layer ", layer, " (it holds layers ", have.str(), ")");
-  }
+  require_layer(layer);
   TraceLayer t;
   t.layer = layer;
   const TensorInfo& q = file_.tensor(trace_tensor_name(layer, "q_pre"));

@@ -49,6 +49,8 @@ class DecodeTrace {
   double rope_theta() const { return rope_theta_; }
   const std::vector<int>& layers() const { return layers_; }  // ascending
   bool has_layer(int layer) const;
+  // Throws InputError naming the layers the trace holds when it lacks `layer`.
+  void require_layer(int layer) const;
 
   // Reads one layer; every value must be finite (the error names tensor and index).
   TraceLayer load_layer(int layer) const;

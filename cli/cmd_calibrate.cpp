@@ -1,0 +1,192 @@
+// `mactune calibrate`: per layer, the tau (and K, r) with the largest KV skip ratio whose output
+// error stays within a budget, over one or more decode traces; prints the whole skip-vs-error
+// curve with its Pareto front and writes a per-layer schedule (YAML) a decoder loads with
+// tuner::load_layer_schedule. The schedule is rewritten after each layer, and --db stores every
+// point as it finishes, so an interrupted calibration keeps what it measured.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/registry.h"
+#include "tuner/replay/calibrate.h"
+#include "tuner/replay/fidelity_store.h"
+
+namespace mactune::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::vector<std::string> traces;
+  std::vector<int> layers;
+  double max_err = -1;
+  std::string metric = "p99";
+  bool against_ref = false;
+  std::vector<int> ring_capacities{512};
+  std::vector<int> bands{256};
+  std::vector<double> taus = tuner::default_calibration_taus();
+  std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
+  int min_context = 0;
+  double accept_eps = 1.0;
+  std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
+  int threads = 0;
+  std::optional<double> rope_theta;
+  std::string output, db;
+};
+
+std::string settings_text(const MacParams& m) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "K=%d r=%d tau=%g", m.ring_capacity, m.band, m.tau);
+  return buf;
+}
+
+std::string budget_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+void print_curve_header(const std::string& metric) {
+  std::printf("  %5s %4s %6s  %6s %6s  %9s %9s %9s  %-6s %s\n", "K", "r", "tau", "hit", "skip",
+              ("err_" + metric).c_str(), "err_mean", "err_max", "budget", "front");
+}
+
+void print_point(const tuner::CalibrationPoint& p, bool marks) {
+  const MacParams& m = p.settings.mac;
+  const tuner::Fidelity& f = p.fidelity;
+  std::printf("  %5d %4d %6g  %6.4f %6.4f  %9.3e %9.3e %9.3e  %-6s %s\n", m.ring_capacity, m.band,
+              m.tau, f.hit_rate, f.skip_ratio, p.err, f.rel_err.mean, f.rel_err.max,
+              p.within_budget ? "ok" : "over", marks && p.pareto ? "*" : "");
+  std::fflush(stdout);
+}
+
+void print_layer(const tuner::LayerCalibration& lc, const tuner::CalibrationOptions& opt) {
+  std::vector<const tuner::CalibrationPoint*> front;
+  for (const auto& p : lc.points)
+    if (p.pareto) front.push_back(&p);
+  std::sort(front.begin(), front.end(),
+            [](auto* a, auto* b) { return a->fidelity.skip_ratio > b->fidelity.skip_ratio; });
+  std::printf(" Pareto front of layer %d (skip ratio vs err_%s, best skip first):\n", lc.layer,
+              opt.metric.c_str());
+  print_curve_header(opt.metric);
+  for (const auto* p : front) print_point(*p, false);
+  if (lc.pick >= 0) {
+    const auto& p = lc.points[std::size_t(lc.pick)];
+    std::printf(" pick for layer %d: %s  (skip %.4f, hit %.4f, err_%s %.3e <= %g)\n\n", lc.layer,
+                settings_text(p.settings.mac).c_str(), p.fidelity.skip_ratio, p.fidelity.hit_rate,
+                opt.metric.c_str(), p.err, opt.max_err);
+  } else {
+    std::printf(
+        " pick for layer %d: none within err_%s <= %g: the layer runs without reuse "
+        "(tau = 1)\n\n",
+        lc.layer, opt.metric.c_str(), opt.max_err);
+  }
+  std::fflush(stdout);
+}
+
+void run_calibrate(const CalibrateArgs& a) {
+  MACTUNE_REQUIRE(a.max_err >= 0, "--max-err is required (e.g. --max-err 0.01)");
+  std::vector<tuner::DecodeTrace> traces;
+  for (const std::string& path : a.traces)
+    traces.push_back(tuner::DecodeTrace::open(path, a.rope_theta));
+  std::vector<const tuner::DecodeTrace*> ptrs;
+  for (const auto& t : traces) ptrs.push_back(&t);
+
+  tuner::CalibrationOptions opt;
+  opt.base.mac.pick = parse_pick_rule(a.pick);
+  opt.base.mac.min_context = a.min_context;
+  opt.base.mac.summary_dtype = parse_dtype(a.summary_dtype);
+  opt.base.mac.rectify = parse_rectify(a.rectify);
+  opt.base.mac.accept_eps = a.accept_eps;
+  opt.base.kv_dtype = parse_dtype(a.kv_dtype);
+  opt.base.engine = tuner::parse_replay_engine(a.engine);
+  opt.base.threads = a.threads;
+  opt.ring_capacities = a.ring_capacities;
+  opt.bands = a.bands;
+  opt.taus = a.taus;
+  opt.metric = a.metric;
+  opt.max_err = a.max_err;
+  opt.against_ref = a.against_ref;
+  opt.validate();
+
+  std::ostringstream names;
+  for (std::size_t i = 0; i < traces.size(); ++i) names << (i ? ", " : "") << traces[i].name();
+  std::printf(
+      "calibrate over %s: budget err_%s <= %g (vs %s), engine %s, kv %s, %zu point(s) "
+      "per layer\n",
+      names.str().c_str(), a.metric.c_str(), a.max_err,
+      a.against_ref ? "o_ref" : "exact full attention",
+      std::string(tuner::replay_engine_name(opt.base.engine)).c_str(),
+      std::string(dtype_name(opt.base.kv_dtype)).c_str(), opt.grid().size());
+
+  std::unique_ptr<tuner::FidelityRecorder> db;
+  if (!a.db.empty()) db = std::make_unique<tuner::FidelityRecorder>(a.db);
+  std::vector<tuner::LayerCalibration> done;
+  const std::string comment =
+      "per-layer MAC-Attention settings written by `mactune calibrate`\n"
+      "budget: err_" +
+      a.metric + " <= " + budget_text(a.max_err) + " over " + names.str();
+  int last_layer = -1;
+  tuner::CalibrationCallbacks cb;
+  cb.on_trace_point = [&](const tuner::DecodeTrace& t, const tuner::ReplayPoint& pt) {
+    if (db) db->record(t, pt);
+  };
+  cb.on_point = [&](int layer, const tuner::CalibrationPoint& p) {
+    if (layer != last_layer) {
+      std::printf("layer %d:\n", layer);
+      print_curve_header(a.metric);
+      last_layer = layer;
+    }
+    print_point(p, false);
+  };
+  cb.on_layer = [&](const tuner::LayerCalibration& lc) {
+    print_layer(lc, opt);
+    done.push_back(lc);
+    tuner::save_layer_schedule(a.output, tuner::calibration_schedule(done, opt, ptrs), comment);
+  };
+  tuner::calibrate(ptrs, a.layers, opt, cb);
+  std::printf("wrote %s (%zu layer(s))\n", a.output.c_str(), done.size());
+  if (db) std::printf("stored %d fidelity row(s) in %s\n", db->recorded(), db->path().c_str());
+}
+
+void add_calibrate(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "calibrate", "Pick per-layer tau (K, r) with the largest skip ratio within an error budget");
+  auto a = std::make_shared<CalibrateArgs>();
+  cmd->add_option("--trace", a->traces, "Decode traces (safetensors); errors pool across them")
+      ->required()
+      ->expected(1, -1);
+  cmd->add_option("--max-err", a->max_err, "Error budget on the metric, e.g. 0.01")->required();
+  cmd->add_option("--metric", a->metric, "p99 | mean | p50 | max | frac_gt_0.1")
+      ->capture_default_str();
+  cmd->add_flag("--against-ref", a->against_ref,
+                "Budget the error against the trace's o_ref instead of exact attention");
+  cmd->add_option("-o,--output", a->output, "Schedule file to write (YAML)")->required();
+  cmd->add_option("--layers", a->layers, "Layers (default: every layer of any trace)")
+      ->delimiter(',');
+  cmd->add_option("--K", a->ring_capacities, "Ring capacities to try")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--r", a->bands, "Bands to try")->delimiter(',')->capture_default_str();
+  cmd->add_option("--taus,--tau", a->taus, "Taus to try")->delimiter(',')->capture_default_str();
+  cmd->add_option("--pick", a->pick, "nearest | newest | normalized")->capture_default_str();
+  cmd->add_option("--min-context", a->min_context, "MAC starts at m >= min_context")
+      ->capture_default_str();
+  cmd->add_option("--summary-dtype", a->summary_dtype, "f32 | bf16")->capture_default_str();
+  cmd->add_option("--rectify", a->rectify, "forward | subtract")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, "f32 | bf16 | f16")->capture_default_str();
+  cmd->add_option("--accept-eps", a->accept_eps, "Acceptance gate eps (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--engine", a->engine, "cpu | ref")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
+  cmd->add_option("--rope-theta", a->rope_theta, "RoPE base (default: each trace's metadata)");
+  cmd->add_option("--db", a->db, "Store every (trace, layer, setting) in the fidelity table");
+  cmd->callback([a] { run_calibrate(*a); });
+}
+
+const bool registered = register_command("calibrate", add_calibrate);
+
+}  // namespace
+}  // namespace mactune::cli

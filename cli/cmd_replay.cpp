@@ -1,0 +1,182 @@
+// `mactune replay`: teacher-forced replay of a decode trace through MAC-Attention, with the
+// exact full attention alongside. One table row per (layer, setting) as it finishes; --json and
+// --db are written as each point finishes, so an interrupted run keeps what it measured.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/registry.h"
+#include "tuner/replay/fidelity_store.h"
+#include "tuner/replay/replay.h"
+
+namespace mactune::cli {
+namespace {
+
+struct ReplayArgs {
+  std::string trace;
+  std::vector<int> layers;
+  std::vector<int> ring_capacities{512};
+  std::vector<int> bands{256};
+  std::vector<double> taus{0.45};
+  std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
+  int min_context = 0;
+  double accept_eps = 1.0;
+  std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
+  int threads = 0;
+  std::optional<double> rope_theta;
+  std::string json, db;
+};
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+void print_header() {
+  std::printf("%5s %5s %4s %6s  %6s %7s %6s %6s  %9s %9s %9s %9s %6s  %9s\n", "layer", "K", "r",
+              "tau", "hit", "grp_all", "skip", "hskip", "err_mean", "err_p50", "err_p99", "err_max",
+              ">10%", "ref_p99");
+}
+
+void print_row(const tuner::ReplayPoint& pt) {
+  const tuner::Fidelity& f = pt.fidelity;
+  const MacParams& m = pt.settings.mac;
+  std::printf("%5d %5d %4d %6s  %6.4f %7.4f %6.4f %6.4f  %9.3e %9.3e %9.3e %9.3e %5.2f%%  %9s\n",
+              f.layer, m.ring_capacity, m.band, fmt("%.4g", m.tau).c_str(), f.hit_rate,
+              f.group_all_hit_rate, f.skip_ratio, f.head_skip_ratio, f.rel_err.mean, f.rel_err.p50,
+              f.rel_err.p99, f.rel_err.max, 100.0 * f.rel_err.frac_gt_0_1,
+              f.rel_err_vs_ref ? fmt("%.3e", f.rel_err_vs_ref->p99).c_str() : "-");
+  std::fflush(stdout);
+}
+
+// Rewrites the JSON file through a temporary, so a reader never sees half a document.
+void write_json(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) input_error(path, ": cannot write the JSON output");
+    out << text;
+    if (!out.flush()) input_error(path, ": write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) input_error(path, ": cannot move ", tmp, " into place: ", ec.message());
+}
+
+void run_replay(const ReplayArgs& a) {
+  const tuner::DecodeTrace trace = tuner::DecodeTrace::open(a.trace, a.rope_theta);
+  std::vector<int> layers = a.layers.empty() ? trace.layers() : a.layers;
+  for (int l : layers) trace.require_layer(l);
+
+  std::vector<tuner::ReplaySettings> settings;
+  for (int K : a.ring_capacities)
+    for (int r : a.bands)
+      for (double tau : a.taus) {
+        tuner::ReplaySettings s;
+        s.mac.ring_capacity = K;
+        s.mac.band = r;
+        s.mac.tau = tau;
+        s.mac.pick = parse_pick_rule(a.pick);
+        s.mac.min_context = a.min_context;
+        s.mac.summary_dtype = parse_dtype(a.summary_dtype);
+        s.mac.rectify = parse_rectify(a.rectify);
+        s.mac.accept_eps = a.accept_eps;
+        s.kv_dtype = parse_dtype(a.kv_dtype);
+        MACTUNE_REQUIRE(
+            s.kv_dtype == DType::f32 || s.kv_dtype == DType::bf16 || s.kv_dtype == DType::f16,
+            "--kv-dtype ", a.kv_dtype, " is not a KV storage dtype");
+        s.engine = tuner::parse_replay_engine(a.engine);
+        s.threads = a.threads;
+        require_valid(s.mac);
+        settings.push_back(s);
+      }
+
+  const tuner::ReplaySettings& s0 = settings.front();
+  const Problem shape = trace.problem(layers.front(), s0.kv_dtype);
+  std::printf("trace %s: %zu layer(s), %d query / %d KV heads, head_dim %d, rope_theta %g\n",
+              trace.name().c_str(), trace.layers().size(), shape.q_heads, shape.kv_heads,
+              shape.head_dim, trace.rope_theta());
+  std::printf("engine %s, kv %s, summary %s, pick %s, rectify %s, min_context %d, accept_eps %g\n",
+              std::string(tuner::replay_engine_name(s0.engine)).c_str(),
+              std::string(dtype_name(s0.kv_dtype)).c_str(),
+              std::string(dtype_name(s0.mac.summary_dtype)).c_str(),
+              std::string(pick_rule_name(s0.mac.pick)).c_str(),
+              std::string(rectify_name(s0.mac.rectify)).c_str(), s0.mac.min_context,
+              s0.mac.accept_eps);
+  print_header();
+
+  std::unique_ptr<tuner::FidelityRecorder> db;
+  if (!a.db.empty()) db = std::make_unique<tuner::FidelityRecorder>(a.db);
+  std::vector<tuner::ReplayPoint> done;
+  double worst_full = -1;
+  tuner::replay_trace(trace, layers, settings,
+                      [&](const tuner::DecodeTrace& t, const tuner::ReplayPoint& pt) {
+                        print_row(pt);
+                        done.push_back(pt);
+                        worst_full = std::max(worst_full, pt.fidelity.full_vs_ref_max);
+                        if (db) db->record(t, pt);
+                        if (!a.json.empty()) write_json(a.json, tuner::replay_json(t, done));
+                      });
+  std::printf(
+      "err = |o - o_full| / |o_full| per eligible (step, head), o_full the exact fp64 "
+      "attention; ref = vs the trace's o_ref\n");
+  if (worst_full >= 0) {
+    std::printf("exact full attention vs o_ref: max rel err %.3g\n", worst_full);
+    if (worst_full > 1e-3)
+      std::fprintf(stderr,
+                   "mactune: warning: full attention does not reproduce the trace's o_ref (max rel "
+                   "err %.3g): wrong rope_theta or RoPE convention?\n",
+                   worst_full);
+  }
+  if (db) std::printf("stored %d fidelity row(s) in %s\n", db->recorded(), db->path().c_str());
+  if (!a.json.empty()) std::printf("wrote %s\n", a.json.c_str());
+}
+
+void add_replay(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "replay", "Replay a decode trace through MAC-Attention: hit rate, skip ratio, output error");
+  auto a = std::make_shared<ReplayArgs>();
+  cmd->add_option("--trace", a->trace, "Decode trace (safetensors: layer<L>.q_pre/k_pre/v[/o_ref])")
+      ->required();
+  cmd->add_option("--layers", a->layers, "Layers to replay (default: every layer in the trace)")
+      ->delimiter(',');
+  cmd->add_option("--K", a->ring_capacities, "Ring capacity K (a list sweeps)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--r", a->bands, "Band r: tokens always recomputed (a list sweeps)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--tau", a->taus, "Match threshold tau; >= 1 disables hits (a list sweeps)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--pick", a->pick, "nearest | newest | normalized")->capture_default_str();
+  cmd->add_option("--min-context", a->min_context,
+                  "Steps with m < min_context are misses that still write the ring")
+      ->capture_default_str();
+  cmd->add_option("--summary-dtype", a->summary_dtype, "Ring summary storage: f32 | bf16")
+      ->capture_default_str();
+  cmd->add_option("--rectify", a->rectify, "forward | subtract")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f32 | bf16 | f16")
+      ->capture_default_str();
+  cmd->add_option("--accept-eps", a->accept_eps, "Acceptance gate: keep a hit only if alpha < eps")
+      ->capture_default_str();
+  cmd->add_option("--engine", a->engine, "cpu (the CPU engine, f32) | ref (the fp64 reference)")
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
+  cmd->add_option("--rope-theta", a->rope_theta,
+                  "RoPE base (default: the trace's __metadata__.rope_theta)");
+  cmd->add_option("--json", a->json, "Write the results as JSON (rewritten as each point ends)");
+  cmd->add_option("--db", a->db, "Store each point in this database's fidelity table");
+  cmd->callback([a] { run_replay(*a); });
+}
+
+const bool registered = register_command("replay", add_replay);
+
+}  // namespace
+}  // namespace mactune::cli
