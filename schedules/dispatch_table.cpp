@@ -1,0 +1,148 @@
+// Structure checks of a dispatch table (what holds whatever device reads it).
+#include <unistd.h>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <system_error>
+
+#include "kernels/error.h"
+
+#include "schedules/dispatch_table.h"
+
+namespace mactune::sched {
+namespace {
+
+std::string interval_text(const Interval& iv) {
+  std::ostringstream s;
+  s << '[' << iv.lo << ", ";
+  if (iv.hi)
+    s << *iv.hi << ']';
+  else
+    s << "inf)";
+  return s.str();
+}
+
+// "" or why the interval is not [lo, hi] with 1 <= lo <= hi <= max.
+std::string check_interval(const Interval& iv, std::int64_t max) {
+  std::ostringstream e;
+  if (iv.lo < 1 || iv.lo > max)
+    e << "lo = " << iv.lo << " must be in [1, " << max << "]";
+  else if (iv.hi && (*iv.hi < iv.lo || *iv.hi > max))
+    e << "hi = " << *iv.hi << " must be in [lo = " << iv.lo << ", " << max << "]";
+  return e.str();
+}
+
+std::string check_params(const Params& params) {
+  for (const auto& [key, value] : params) {
+    if (key.empty()) return "a parameter has an empty name";
+    if (const double* d = std::get_if<double>(&value); d && !std::isfinite(*d))
+      return "parameter '" + key + "' is not finite";
+  }
+  return "";
+}
+
+std::string shape_text(const ShapeKey& s) {
+  std::ostringstream o;
+  o << "head_dim " << s.head_dim << ", heads " << s.q_heads << '/' << s.kv_heads << ", "
+    << dtype_name(s.dtype) << ", page " << s.page_size;
+  return o.str();
+}
+
+std::string check_entry(const Entry& e) {
+  if (std::string why = validate(e.shape.problem()); !why.empty()) return "shape: " + why;
+  if (std::string why = check_interval(e.batch, INT_MAX); !why.empty()) return "batch: " + why;
+  if (std::string why = check_interval(e.context, kMaxContext); !why.empty())
+    return "context: " + why;
+  if (e.full.instance.empty()) return "full.instance is empty";
+  if (std::string why = check_params(e.full.params); !why.empty()) return "full.params: " + why;
+  if (e.mac) {
+    const MacChoice& m = *e.mac;
+    std::ostringstream w;
+    if (m.instance.empty())
+      w << "mac.instance is empty";
+    else if (m.ring_capacity < 1)
+      w << "mac.K = " << m.ring_capacity << " must be at least 1";
+    else if (m.band < 1)
+      w << "mac.r = " << m.band << " must be at least 1";
+    else if (m.tau && !(std::isfinite(*m.tau) && *m.tau >= 0.0))
+      w << "mac.tau = " << *m.tau << " must be finite and >= 0";
+    else if (std::string why = check_params(m.params); !why.empty())
+      w << "mac.params: " << why;
+    if (!w.str().empty()) return w.str();
+  }
+  if (e.min_hit_rate) {
+    if (!(*e.min_hit_rate >= 0.0 && *e.min_hit_rate <= 1.0))
+      return "min_hit_rate = " + std::to_string(*e.min_hit_rate) + " must be in [0, 1]";
+    if (!e.mac) return "min_hit_rate is set but mac is null";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_structure(const DispatchTable& t) {
+  if (t.schema != kDispatchSchema)
+    return "schema '" + t.schema + "' is not supported (this build reads " +
+           std::string(kDispatchSchema) + ")";
+  if (t.device.backend != "cpu" && t.device.backend != "cuda")
+    return "device.backend '" + t.device.backend + "' must be cpu or cuda";
+  if (t.device.fingerprint.empty()) return "device.fingerprint is empty";
+  std::map<ShapeKey, std::vector<std::size_t>> by_shape;
+  for (std::size_t i = 0; i < t.entries.size(); ++i) {
+    if (std::string why = check_entry(t.entries[i]); !why.empty())
+      return "entries[" + std::to_string(i) + "]." + why;
+    by_shape[t.entries[i].shape].push_back(i);
+  }
+  // Buckets of one shape must not overlap: select() must never have two answers.
+  for (const auto& [shape, idx] : by_shape) {
+    for (std::size_t a = 0; a < idx.size(); ++a) {
+      for (std::size_t b = a + 1; b < idx.size(); ++b) {
+        const Entry& x = t.entries[idx[a]];
+        const Entry& y = t.entries[idx[b]];
+        if (x.batch.overlaps(y.batch) && x.context.overlaps(y.context)) {
+          std::ostringstream e;
+          e << "entries[" << idx[a] << "] and entries[" << idx[b] << "] overlap ("
+            << shape_text(shape) << "): batch " << interval_text(x.batch) << " and "
+            << interval_text(y.batch) << ", context " << interval_text(x.context) << " and "
+            << interval_text(y.context);
+          return e.str();
+        }
+      }
+    }
+  }
+  return "";
+}
+
+void detail::write_atomically(const std::filesystem::path& path, std::string_view text,
+                              std::string_view what) {
+  const std::filesystem::path tmp =
+      path.string() + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    MACTUNE_REQUIRE(out, "cannot write ", what, " '", tmp.string(), "'");
+    out << text;
+    out.close();
+    MACTUNE_REQUIRE(out, "cannot write ", what, " '", tmp.string(), "'");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    input_error("cannot write ", what, " '", path.string(), "': ", ec.message());
+  }
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace mactune::sched
