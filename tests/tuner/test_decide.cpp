@@ -1,0 +1,169 @@
+#include <gtest/gtest.h>
+
+#include "tuner/decide.h"
+
+namespace mactune::tuner {
+namespace {
+
+// A summary centred on `median` seconds with a relative half-IQR of `spread`.
+Summary timing(double median, double spread = 0.01) {
+  Summary s;
+  s.samples = 10;
+  s.median = median;
+  s.q1 = median * (1 - spread);
+  s.q3 = median * (1 + spread);
+  s.min = s.q1 * 0.99;
+  return s;
+}
+
+const Bucket kBucket{128, 32, 8, "bf16", 16, 4, 16384};
+
+PairRow pair(double hit, const std::string& params, int K, double mac_s, double full_s,
+             double spread = 0.01) {
+  PairRow r;
+  r.bucket = kBucket;
+  r.hit_rate = hit;
+  r.variant = "lag=uniform(1,64),coherence=per-head";
+  r.mac_instance = "mac_cpu_avx2_hd128_bf16";
+  r.full_instance = "full_cpu_avx2_hd128_bf16";
+  r.params = params;
+  r.K = K;
+  r.r = 256;
+  r.mac_settings = "K=" + std::to_string(K) + ",r=256";
+  r.mac = timing(mac_s, spread);
+  r.full = timing(full_s, spread);
+  return r;
+}
+
+TEST(TunerDecide, BreakEvenIsTheStartOfTheWinningSuffix) {
+  // Slower at 0, too close at 0.5, faster from 0.9 up.
+  const BreakEven be = break_even_of({{1.0, 8, Verdict::faster},
+                                      {0.0, 0.9, Verdict::slower},
+                                      {0.9, 3, Verdict::faster},
+                                      {0.5, 1.0, Verdict::tie}});
+  EXPECT_EQ(be.status, "ok");
+  ASSERT_TRUE(be.hit_rate);
+  EXPECT_DOUBLE_EQ(*be.hit_rate, 0.9);
+  ASSERT_EQ(be.curve.size(), 4u);
+  EXPECT_DOUBLE_EQ(be.curve[0].hit_rate, 0.0);
+}
+
+TEST(TunerDecide, NonMonotoneWinsCountOnlyFromTheTop) {
+  const BreakEven be = break_even_of(
+      {{0.5, 1.2, Verdict::faster}, {0.9, 1.0, Verdict::tie}, {1.0, 5, Verdict::faster}});
+  EXPECT_EQ(be.status, "ok");
+  EXPECT_DOUBLE_EQ(*be.hit_rate, 1.0);
+}
+
+TEST(TunerDecide, AmbiguousWhenTheTopIsTooCloseToCall) {
+  const BreakEven be = break_even_of({{0.0, 0.9, Verdict::slower}, {1.0, 1.0, Verdict::tie}});
+  EXPECT_EQ(be.status, "ambiguous");
+  EXPECT_FALSE(be.hit_rate);
+}
+
+TEST(TunerDecide, NeverWhenMacIsSlowerEverywhere) {
+  const BreakEven be = break_even_of({{0.0, 0.5, Verdict::slower}, {1.0, 0.8, Verdict::slower}});
+  EXPECT_EQ(be.status, "never");
+  EXPECT_FALSE(be.hit_rate);
+}
+
+TEST(TunerDecide, IntervalsDecideTheVerdicts) {
+  // Full takes 10 ms at every hit rate; MAC 12 ms at 0 (clearly slower), 10.05 ms at 0.5
+  // (IQRs overlap), 6 ms at 0.9 and 2 ms at 1 (clearly faster).
+  std::vector<PairRow> rows = {
+      pair(0, "threads=0", 512, 12e-3, 10e-3), pair(0.5, "threads=0", 512, 10.05e-3, 10e-3),
+      pair(0.9, "threads=0", 512, 6e-3, 10e-3), pair(1, "threads=0", 512, 2e-3, 10e-3)};
+  const auto d = decide(rows, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].break_even.status, "ok");
+  EXPECT_DOUBLE_EQ(*d[0].break_even.hit_rate, 0.9);
+  const auto& c = d[0].break_even.curve;
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].verdict, Verdict::slower);
+  EXPECT_EQ(c[1].verdict, Verdict::tie);
+  EXPECT_NEAR(c[3].speedup, 5.0, 1e-12);
+  EXPECT_EQ(d[0].mac.reason, "only");
+}
+
+TEST(TunerDecide, WideIntervalsMakeItAmbiguous) {
+  std::vector<PairRow> rows = {pair(0, "t=0", 512, 12e-3, 10e-3, 0.3),
+                               pair(1, "t=0", 512, 8e-3, 10e-3, 0.3)};
+  EXPECT_EQ(decide(rows, {})[0].break_even.status, "ambiguous");
+}
+
+TEST(TunerDecide, FastestConfigWinsOutsideTheTolerance) {
+  std::vector<PairRow> rows;
+  for (double h : {0.0, 1.0}) {
+    rows.push_back(pair(h, "threads=1", 512, h ? 4e-3 : 20e-3, 20e-3));
+    rows.push_back(pair(h, "threads=2", 512, h ? 2e-3 : 10e-3, 10e-3));
+  }
+  const auto d = decide(rows, {});
+  EXPECT_EQ(d[0].mac.params, "threads=2");
+  EXPECT_EQ(d[0].mac.reason, "fastest");
+  EXPECT_NEAR(d[0].mac.margin, 1.0, 1e-9);  // the other is 2x slower
+  EXPECT_EQ(d[0].full.params, "threads=2");
+  EXPECT_DOUBLE_EQ(d[0].full.score, 10e-3);
+  EXPECT_EQ(d[0].mac.ties.size(), 1u);
+}
+
+TEST(TunerDecide, TiesGoToTheSimplerConfig) {
+  // K = 1024 is 0.5% faster than K = 512: within the 1% tolerance, so the smaller ring wins.
+  std::vector<PairRow> rows = {pair(1, "threads=0", 512, 2.010e-3, 10e-3),
+                               pair(1, "threads=0", 1024, 2.000e-3, 10e-3)};
+  auto d = decide(rows, {});
+  EXPECT_EQ(d[0].mac.K, 512);
+  EXPECT_EQ(d[0].mac.reason, "simpler");
+  EXPECT_EQ(d[0].mac.ties.size(), 2u);
+  // With a zero tolerance the faster one wins.
+  DecideOptions strict;
+  strict.tie_tolerance = 0;
+  d = decide(rows, strict);
+  EXPECT_EQ(d[0].mac.K, 1024);
+  EXPECT_EQ(d[0].mac.reason, "fastest");
+}
+
+TEST(TunerDecide, TiesGoToTheIncumbentFirst) {
+  std::vector<PairRow> rows = {pair(1, "threads=0", 512, 2.010e-3, 10e-3),
+                               pair(1, "threads=0", 1024, 2.000e-3, 10e-3),
+                               pair(1, "threads=0", 2048, 2.015e-3, 10e-3)};
+  DecideOptions opt;
+  Choice inc;
+  inc.instance = "mac_cpu_avx2_hd128_bf16";
+  inc.params = "threads=0";
+  inc.mac_settings = "K=2048,r=256";
+  opt.incumbents[kBucket.key() + "/mac"] = inc.id();
+  const auto d = decide(rows, opt);
+  EXPECT_EQ(d[0].mac.K, 2048);
+  EXPECT_EQ(d[0].mac.reason, "incumbent");
+  // An incumbent outside the tolerance does not win.
+  rows[2].mac = timing(2.5e-3);
+  EXPECT_EQ(decide(rows, opt)[0].mac.K, 512);
+}
+
+TEST(TunerDecide, SimplicityPrefersAutoThenSmallerLaunchParameters) {
+  std::vector<PairRow> rows = {pair(1, "threads=2,chunk=512", 512, 2.0e-3, 10e-3),
+                               pair(1, "threads=1,chunk=512", 512, 2.001e-3, 10e-3),
+                               pair(1, "threads=0,chunk=512", 512, 2.002e-3, 10e-3)};
+  EXPECT_EQ(decide(rows, {})[0].mac.params, "threads=0,chunk=512");
+  rows.pop_back();
+  EXPECT_EQ(decide(rows, {})[0].mac.params, "threads=1,chunk=512");
+}
+
+TEST(TunerDecide, MostConservativeVariantSetsTheBucketBreakEven) {
+  std::vector<PairRow> rows = {pair(0.5, "t=0", 512, 5e-3, 10e-3),
+                               pair(1, "t=0", 512, 2e-3, 10e-3)};
+  PairRow a = pair(0.5, "t=0", 512, 12e-3, 10e-3), b = pair(1, "t=0", 512, 2e-3, 10e-3);
+  a.variant = b.variant = "lag=uniform(1,512),coherence=per-head";
+  rows.push_back(a);
+  rows.push_back(b);
+  const auto d = decide(rows, {});
+  ASSERT_EQ(d[0].by_variant.size(), 2u);
+  EXPECT_DOUBLE_EQ(*d[0].break_even.hit_rate, 1.0);
+  // A variant where MAC never wins makes the bucket "never".
+  for (auto& r : rows)
+    if (r.variant == a.variant) r.mac = timing(30e-3);
+  EXPECT_EQ(decide(rows, {})[0].break_even.status, "never");
+}
+
+}  // namespace
+}  // namespace mactune::tuner

@@ -1,0 +1,84 @@
+// Decisions from measurements: the best configuration per shape bucket (with a tie tolerance
+// and a deterministic preference) and the break-even hit rate at which MAC pays off.
+//
+// Intervals: a measurement's interval is its interquartile range [q1, q3] over samples. MAC
+// is "clearly faster" than full attention at a hit rate when MAC's q3 < the baseline's q1,
+// "clearly slower" when MAC's q1 > the baseline's q3, and "too close to call" otherwise. The
+// IQR is kept in the database, so every decision can be recomputed from stored rows alone
+// (after a merge, on another machine) without the raw samples.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tuner/grid.h"
+#include "tuner/stats.h"
+
+namespace mactune::tuner {
+
+// One measured point: a MAC candidate and the full baseline measured interleaved with it.
+struct PairRow {
+  Bucket bucket;
+  double hit_rate = 0;
+  std::string variant;  // the rest of the workload: "lag=uniform(1,64),coherence=per-head"
+  std::string mac_instance, full_instance;
+  std::string params;        // launch parameters, shared by both sides
+  std::string mac_settings;  // mac_text(): K, r, tau, summary dtype, pick, ...
+  int K = 0, r = 0;
+  Summary mac, full;  // seconds per step
+};
+
+// A configuration chosen for a bucket, with the candidates it was preferred over.
+struct Choice {
+  std::string instance;
+  std::string params;
+  std::string mac_settings;  // "" for the full baseline
+  int K = 0, r = 0;
+  double score = 0;   // full: median seconds; mac: geometric mean over conditions of t / t_best
+  double margin = 0;  // runner-up score / this score - 1 (how clear the choice is); 0 if alone
+  std::vector<std::string> ties;  // config ids within the tie tolerance, the chosen one first
+  std::string reason;             // "fastest", "incumbent", "simpler", "only"
+
+  std::string id() const;  // instance|params|mac_settings
+};
+
+enum class Verdict { faster, slower, tie };
+std::string_view verdict_name(Verdict v);
+
+// MAC vs full at one hit rate, for the chosen MAC config.
+struct CurvePoint {
+  double hit_rate = 0;
+  double speedup = 0;  // full median / MAC median, both from one run
+  Verdict verdict = Verdict::tie;
+};
+
+struct BreakEven {
+  std::string status;              // "ok", "ambiguous" or "never"
+  std::optional<double> hit_rate;  // status ok: the smallest hit rate from which MAC is
+                                   // clearly faster at every measured hit rate above it
+  std::vector<CurvePoint> curve;   // sorted by hit rate
+};
+
+struct BucketDecision {
+  Bucket bucket;
+  Choice full;
+  Choice mac;
+  std::map<std::string, BreakEven> by_variant;  // one per lag/coherence variant
+  BreakEven break_even;  // the most conservative over variants (never > ambiguous > highest)
+};
+
+struct DecideOptions {
+  double tie_tolerance = 0.01;
+  // Incumbent config id per (bucket key + "/full" or "/mac"): preferred within the tolerance.
+  std::map<std::string, std::string> incumbents;
+};
+
+// Break-even from the verdicts of one config at its hit rates (any order).
+BreakEven break_even_of(std::vector<CurvePoint> curve);
+
+// Decides every bucket that has measurements. Buckets come out sorted by Bucket order.
+std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt);
+
+}  // namespace mactune::tuner

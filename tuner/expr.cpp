@@ -1,0 +1,303 @@
+#include "tuner/expr.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "kernels/error.h"
+
+namespace mactune::tuner {
+
+enum class Op {
+  num,
+  name,
+  neg,
+  lnot,
+  add,
+  sub,
+  mul,
+  div,
+  mod,
+  lt,
+  le,
+  gt,
+  ge,
+  eq,
+  ne,
+  land,
+  lor,
+  fmin,
+  fmax,
+  flog2,
+  fpow2
+};
+
+struct Expr::Node {
+  Op op = Op::num;
+  double value = 0;
+  std::string name;
+  std::vector<std::shared_ptr<const Node>> args;
+};
+
+namespace {
+
+using NodeP = std::shared_ptr<const Expr::Node>;
+
+NodeP make(Op op, std::vector<NodeP> args = {}) {
+  auto n = std::make_shared<Expr::Node>();
+  n->op = op;
+  n->args = std::move(args);
+  return n;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text, const std::set<std::string>& known) : s_(text), known_(known) {}
+
+  NodeP parse_all() {
+    NodeP n = parse_or();
+    skip_space();
+    if (pos_ != s_.size()) fail("unexpected '", s_.substr(pos_, 1), "'");
+    return n;
+  }
+  std::set<std::string> used;
+
+ private:
+  template <class... Parts>
+  [[noreturn]] void fail(const Parts&... parts) const {
+    input_error(detail::concat(parts...), " at column ", pos_ + 1, " of '", s_, "'");
+  }
+  void skip_space() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool eat(std::string_view tok) {
+    skip_space();
+    if (s_.substr(pos_, tok.size()) != tok) return false;
+    // Word operators must not be a prefix of a longer name.
+    if (std::isalpha(static_cast<unsigned char>(tok[0])) && pos_ + tok.size() < s_.size()) {
+      const char next = s_[pos_ + tok.size()];
+      if (std::isalnum(static_cast<unsigned char>(next)) || next == '_') return false;
+    }
+    pos_ += tok.size();
+    return true;
+  }
+
+  NodeP parse_or() {
+    NodeP l = parse_and();
+    while (eat("||") || eat("or")) l = make(Op::lor, {l, parse_and()});
+    return l;
+  }
+  NodeP parse_and() {
+    NodeP l = parse_not();
+    while (eat("&&") || eat("and")) l = make(Op::land, {l, parse_not()});
+    return l;
+  }
+  NodeP parse_not() {
+    skip_space();
+    if (s_.substr(pos_, 2) != "!=" && eat("!")) return make(Op::lnot, {parse_not()});
+    if (eat("not")) return make(Op::lnot, {parse_not()});
+    return parse_cmp();
+  }
+  NodeP parse_cmp() {
+    NodeP l = parse_sum();
+    static constexpr std::pair<std::string_view, Op> ops[] = {{"<=", Op::le}, {">=", Op::ge},
+                                                              {"==", Op::eq}, {"!=", Op::ne},
+                                                              {"<", Op::lt},  {">", Op::gt}};
+    for (const auto& [tok, op] : ops)
+      if (eat(tok)) return make(op, {l, parse_sum()});
+    return l;
+  }
+  NodeP parse_sum() {
+    NodeP l = parse_prod();
+    for (;;) {
+      if (eat("+"))
+        l = make(Op::add, {l, parse_prod()});
+      else if (eat("-"))
+        l = make(Op::sub, {l, parse_prod()});
+      else
+        return l;
+    }
+  }
+  NodeP parse_prod() {
+    NodeP l = parse_unary();
+    for (;;) {
+      if (eat("*"))
+        l = make(Op::mul, {l, parse_unary()});
+      else if (eat("/"))
+        l = make(Op::div, {l, parse_unary()});
+      else if (eat("%"))
+        l = make(Op::mod, {l, parse_unary()});
+      else
+        return l;
+    }
+  }
+  NodeP parse_unary() {
+    if (eat("-")) return make(Op::neg, {parse_unary()});
+    return parse_atom();
+  }
+  NodeP parse_atom() {
+    skip_space();
+    if (pos_ >= s_.size()) fail("expression ends early");
+    if (eat("(")) {
+      NodeP n = parse_or();
+      if (!eat(")")) fail("expected ')'");
+      return n;
+    }
+    const char c = s_[pos_];
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '.') {
+      std::size_t end = pos_;
+      while (end < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '.'))
+        ++end;
+      const auto v = parse_number(s_.substr(pos_, end - pos_));
+      if (!v) fail("bad number '", s_.substr(pos_, end - pos_), "'");
+      pos_ = end;
+      auto n = std::make_shared<Expr::Node>();
+      n->value = *v;
+      return n;
+    }
+    if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      const std::size_t start = pos_;
+      std::size_t end = pos_;
+      while (end < s_.size() &&
+             (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '_'))
+        ++end;
+      const std::string word(s_.substr(pos_, end - pos_));
+      pos_ = end;
+      if (eat("(")) return parse_call(word);
+      if (!known_.count(word)) {
+        std::ostringstream k;
+        for (const auto& n : known_) k << (k.tellp() ? ", " : "") << n;
+        pos_ = start;
+        fail("unknown name '", word, "' (known: ", k.str(), ")");
+      }
+      used.insert(word);
+      auto n = std::make_shared<Expr::Node>();
+      n->op = Op::name;
+      n->name = word;
+      return n;
+    }
+    fail("unexpected '", s_.substr(pos_, 1), "'");
+  }
+  NodeP parse_call(const std::string& fn) {
+    std::vector<NodeP> args{parse_or()};
+    while (eat(",")) args.push_back(parse_or());
+    if (!eat(")")) fail("expected ')' after the arguments of ", fn);
+    const std::size_t n = args.size();
+    if ((fn == "min" || fn == "max") && n == 2)
+      return make(fn == "min" ? Op::fmin : Op::fmax, args);
+    if ((fn == "log2" || fn == "pow2") && n == 1)
+      return make(fn == "log2" ? Op::flog2 : Op::fpow2, args);
+    fail("unknown function ", fn, "/", n, " (known: min/2, max/2, log2/1, pow2/1)");
+  }
+
+  std::string_view s_;
+  const std::set<std::string>& known_;
+  std::size_t pos_ = 0;
+};
+
+std::optional<double> eval_node(const Expr::Node& n, const Expr::Lookup& lookup) {
+  if (n.op == Op::num) return n.value;
+  if (n.op == Op::name) return lookup(n.name);
+  std::vector<double> a;
+  for (const auto& arg : n.args) {
+    const auto v = eval_node(*arg, lookup);
+    if (!v) return std::nullopt;
+    a.push_back(*v);
+  }
+  switch (n.op) {
+    case Op::neg:
+      return -a[0];
+    case Op::lnot:
+      return a[0] == 0 ? 1.0 : 0.0;
+    case Op::add:
+      return a[0] + a[1];
+    case Op::sub:
+      return a[0] - a[1];
+    case Op::mul:
+      return a[0] * a[1];
+    case Op::div:
+      return a[0] / a[1];
+    case Op::mod:
+      return std::fmod(a[0], a[1]);
+    case Op::lt:
+      return a[0] < a[1] ? 1.0 : 0.0;
+    case Op::le:
+      return a[0] <= a[1] ? 1.0 : 0.0;
+    case Op::gt:
+      return a[0] > a[1] ? 1.0 : 0.0;
+    case Op::ge:
+      return a[0] >= a[1] ? 1.0 : 0.0;
+    case Op::eq:
+      return a[0] == a[1] ? 1.0 : 0.0;
+    case Op::ne:
+      return a[0] != a[1] ? 1.0 : 0.0;
+    case Op::land:
+      return (a[0] != 0 && a[1] != 0) ? 1.0 : 0.0;
+    case Op::lor:
+      return (a[0] != 0 || a[1] != 0) ? 1.0 : 0.0;
+    case Op::fmin:
+      return std::min(a[0], a[1]);
+    case Op::fmax:
+      return std::max(a[0], a[1]);
+    case Op::flog2:
+      return std::log2(a[0]);
+    case Op::fpow2:
+      return std::exp2(a[0]);
+    case Op::num:
+    case Op::name:
+      break;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> parse_number(std::string_view s) {
+  if (s.empty()) return std::nullopt;
+  double mult = 1;
+  if (s.back() == 'K' || s.back() == 'k') {
+    mult = 1024;
+    s.remove_suffix(1);
+  } else if (s.back() == 'M' || s.back() == 'm') {
+    mult = 1024.0 * 1024.0;
+    s.remove_suffix(1);
+  }
+  if (s.empty()) return std::nullopt;
+  double v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v * mult;
+}
+
+std::string format_number(double v) {
+  std::ostringstream t;
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    t << static_cast<long long>(v);
+  else
+    t << std::setprecision(10) << v;
+  return t.str();
+}
+
+Expr Expr::parse(std::string_view text, const std::set<std::string>& known) {
+  Parser p(text, known);
+  Expr e;
+  e.text_ = std::string(text);
+  e.root_ = p.parse_all();
+  e.names_.assign(p.used.begin(), p.used.end());
+  return e;
+}
+
+std::optional<double> Expr::eval(const Lookup& lookup) const {
+  return eval_node(*root_, lookup);
+}
+
+bool Expr::holds(const Lookup& lookup) const {
+  const auto v = eval(lookup);
+  return !v || *v != 0.0;
+}
+
+}  // namespace mactune::tuner

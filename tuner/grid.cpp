@@ -1,0 +1,199 @@
+#include "tuner/grid.h"
+
+#include <charconv>
+#include <map>
+#include <sstream>
+
+#include "kernels/error.h"
+#include "tuner/axes.h"
+
+namespace mactune::tuner {
+
+std::string TunePoint::launch_text() const {
+  std::string s;
+  for (const auto& [k, v] : launch) s += (s.empty() ? "" : ",") + k + "=" + v;
+  return s;
+}
+
+int TunePoint::launch_int(const std::string& name, int fallback) const {
+  for (const auto& [k, v] : launch)
+    if (k == name) return std::stoi(v);
+  return fallback;
+}
+
+std::string Bucket::shape_key() const {
+  std::ostringstream k;
+  k << "hd" << head_dim << "_q" << q_heads << "_kv" << kv_heads << '_' << dtype << "_p"
+    << page_size;
+  return k.str();
+}
+
+std::string Bucket::key() const {
+  return shape_key() + "_b" + std::to_string(batch) + "_c" + std::to_string(context);
+}
+
+Bucket bucket_of(const TunePoint& p) {
+  return {p.shape.head_dim,  p.shape.q_heads,
+          p.shape.kv_heads,  std::string(dtype_name(p.shape.kv_dtype)),
+          p.shape.page_size, p.shape.batch,
+          p.context};
+}
+
+std::string mac_text(const MacParams& m) {
+  std::ostringstream t;
+  t << "K=" << m.ring_capacity << ",r=" << m.band << ",tau=" << format_number(m.tau)
+    << ",summary=" << dtype_name(m.summary_dtype) << ",pick=" << pick_rule_name(m.pick)
+    << ",rectify=" << rectify_name(m.rectify) << ",eps=" << format_number(m.accept_eps)
+    << ",min_context=" << m.min_context;
+  return t.str();
+}
+
+namespace {
+
+// The grid as an odometer over "dimensions": a lone axis, or a zip group (one shared index).
+struct Dim {
+  std::vector<std::size_t> axes;  // indices into spec.axes
+  std::size_t size = 0;
+};
+
+std::vector<Dim> dims_of(const Spec& spec) {
+  std::vector<Dim> dims;
+  std::map<std::string, std::size_t> zip_of;  // axis name -> zip group
+  for (std::size_t z = 0; z < spec.zips.size(); ++z)
+    for (const auto& a : spec.zips[z].axes) zip_of[a] = z;
+  std::map<std::size_t, std::size_t> dim_of_zip;
+  for (std::size_t i = 0; i < spec.axes.size(); ++i) {
+    const auto z = zip_of.find(spec.axes[i].name);
+    if (z == zip_of.end()) {
+      dims.push_back({{i}, spec.axes[i].values.size()});
+    } else if (auto d = dim_of_zip.find(z->second); d != dim_of_zip.end()) {
+      dims[d->second].axes.push_back(i);
+    } else {
+      dim_of_zip[z->second] = dims.size();
+      dims.push_back({{i}, spec.axes[i].values.size()});
+    }
+  }
+  return dims;
+}
+
+TunePoint make_point(const Spec& spec, const std::vector<std::size_t>& idx) {
+  auto val = [&](std::string_view name) -> const Value& {
+    for (std::size_t i = 0; i < spec.axes.size(); ++i)
+      if (spec.axes[i].name == name) return spec.axes[i].values[idx[i]];
+    MACTUNE_CHECK(false, "no axis ", name);
+  };
+  auto num = [&](std::string_view name) { return static_cast<int>(val(name).num); };
+  TunePoint p;
+  p.shape.batch = num("batch");
+  p.shape.q_heads = num("q_heads");
+  p.shape.kv_heads = num("kv_heads");
+  p.shape.head_dim = num("head_dim");
+  p.shape.kv_dtype = parse_dtype(val("dtype").text);
+  p.shape.page_size = num("page_size");
+  p.context = num("context");
+  p.forced.enabled = true;
+  p.forced.hit_rate = val("hit_rate").num;
+  p.forced.lag = parse_lag(val("lag").text);
+  p.forced.coherence = parse_coherence(val("coherence").text);
+  p.forced.seed = spec.seed;
+  p.mac.ring_capacity = num("K");
+  p.mac.band = num("r");
+  p.mac.tau = val("tau").num;
+  p.mac.summary_dtype = parse_dtype(val("summary_dtype").text);
+  p.mac.pick = parse_pick_rule(val("pick").text);
+  p.mac.rectify = parse_rectify(val("rectify").text);
+  p.mac.accept_eps = val("accept_eps").num;
+  p.mac.min_context = num("min_context");
+  for (std::size_t i = 0; i < spec.axes.size(); ++i) {
+    const Axis& a = spec.axes[i];
+    if (a.section != Section::cpu && a.section != Section::cuda) continue;
+    if (a.name == "isa")
+      p.isa = a.values[idx[i]].text;
+    else
+      p.launch.emplace_back(a.name, a.values[idx[i]].text);
+  }
+  return p;
+}
+
+}  // namespace
+
+std::vector<TunePoint> expand_grid(const Spec& spec) {
+  const std::vector<Dim> dims = dims_of(spec);
+  std::vector<std::size_t> counter(dims.size(), 0);
+  std::vector<std::size_t> idx(spec.axes.size(), 0);
+  std::vector<std::size_t> kept_by(spec.constraints.size(), 0);
+  std::vector<TunePoint> points;
+  const auto qi = static_cast<std::size_t>(&spec.axis("q_heads") - spec.axes.data());
+  const auto kvi = static_cast<std::size_t>(&spec.axis("kv_heads") - spec.axes.data());
+  std::size_t total = 1;
+  for (const Dim& d : dims) total *= d.size;
+  if (total > 10'000'000)
+    input_error(spec.file, ": the grid has ", total, " points before constraints");
+  for (std::size_t n = 0; n < total; ++n) {
+    // Decode n into the odometer: the last dimension turns fastest.
+    std::size_t rest = n;
+    for (std::size_t d = dims.size(); d-- > 0;) {
+      counter[d] = rest % dims[d].size;
+      rest /= dims[d].size;
+      for (std::size_t a : dims[d].axes) idx[a] = counter[d];
+    }
+    auto lookup = [&](const std::string& name) -> std::optional<double> {
+      if (name == "G")
+        return spec.axes[qi].values[idx[qi]].num / spec.axes[kvi].values[idx[kvi]].num;
+      for (std::size_t i = 0; i < spec.axes.size(); ++i)
+        if (spec.axes[i].name == name) return spec.axes[i].values[idx[i]].num;
+      return std::nullopt;
+    };
+    bool ok = true;
+    for (std::size_t c = 0; c < spec.constraints.size(); ++c) {
+      if (spec.constraints[c].expr.holds(lookup))
+        ++kept_by[c];
+      else
+        ok = false;
+    }
+    if (!ok) continue;
+    TunePoint p = make_point(spec, idx);
+    p.index = points.size();
+    points.push_back(std::move(p));
+  }
+  for (std::size_t c = 0; c < spec.constraints.size(); ++c)
+    if (kept_by[c] == 0)
+      input_error(spec.file, ':', spec.constraints[c].line, ": constraints[", c, "]: '",
+                  spec.constraints[c].expr.text(),
+                  "' is impossible: it rejects every point of the grid");
+  if (points.empty())
+    input_error(spec.file, ':', spec.constraints.empty() ? 1 : spec.constraints.front().line,
+                ": constraints: no point of the grid satisfies all constraints together");
+  for (const TunePoint& p : points) {
+    const std::string shape_why = validate(p.shape);
+    if (!shape_why.empty())
+      input_error(spec.file, ':', spec.axis("kv_heads").line, ": workload: ", shape_why,
+                  " (zip the head axes or add a constraint such as 'q_heads % kv_heads == 0')");
+    const std::string mac_why = validate(p.mac);
+    if (!mac_why.empty()) input_error(spec.file, ':', spec.axis("K").line, ": mac: ", mac_why);
+  }
+  return points;
+}
+
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  int i = -1, n = 0;
+  bool ok = slash != std::string::npos;
+  if (ok) {
+    const char* b = text.data();
+    ok = std::from_chars(b, b + slash, i).ptr == b + slash &&
+         std::from_chars(b + slash + 1, b + text.size(), n).ptr == b + text.size();
+  }
+  if (!ok || n < 1 || i < 0 || i >= n)
+    input_error("--shard '", text, "': expected i/N with 0 <= i < N (e.g. 0/4 ... 3/4)");
+  return {i, n};
+}
+
+std::vector<TunePoint> shard_points(const std::vector<TunePoint>& points, int i, int n) {
+  std::vector<TunePoint> out;
+  for (const TunePoint& p : points)
+    if (static_cast<int>(p.index % static_cast<std::size_t>(n)) == i) out.push_back(p);
+  return out;
+}
+
+}  // namespace mactune::tuner

@@ -1,0 +1,108 @@
+// Sweep specs: what `mactune tune SPEC.yaml` measures (docs/spec.md documents every key).
+//
+// A spec is a set of named axes, each a list of values, plus settings. The grid is the
+// Cartesian product of the axes (axes in one `zip` group advance together), filtered by the
+// constraints. Every point of the grid is one pair: a MAC candidate and the full-attention
+// baseline with the same launch parameters, measured interleaved.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tuner/expr.h"
+#include "tuner/stats.h"
+
+namespace mactune::tuner {
+
+enum class AxisKind { integer, real, text };
+enum class Section { workload, mac, cpu, cuda };
+
+std::string_view section_name(Section s);  // "workload", "mac", "kernels.cpu", "kernels.cuda"
+
+// One value of an axis: its canonical text (what the DB and the report show) and, for
+// numeric axes, its number.
+struct Value {
+  std::string text;
+  double num = 0;
+};
+
+struct Axis {
+  std::string name;  // e.g. "batch", "K", "chunk_tokens"
+  Section section = Section::workload;
+  AxisKind kind = AxisKind::integer;
+  std::vector<Value> values;
+  int line = 0;        // 1-based line of the key in the spec (0: a built-in default)
+  bool given = false;  // written in the spec (else the default single value)
+};
+
+// A zip group: axes that advance together (all the same length).
+struct ZipGroup {
+  std::vector<std::string> axes;
+  int line = 0;
+};
+
+struct Constraint {
+  Expr expr;
+  int line = 0;
+};
+
+enum class CacheMode { cold, hot };
+std::string_view cache_mode_name(CacheMode m);
+
+struct MeasurePolicy {
+  StoppingPolicy stop;
+  CacheMode mode = CacheMode::cold;
+  // The part of the policy that changes what a sample measures: it belongs to the identity of
+  // a point (a cold and a hot measurement are different points). Stopping limits only change
+  // precision and are not part of it.
+  std::string key() const { return std::string(cache_mode_name(mode)); }
+};
+
+struct DeviceFilter {
+  std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is usable, else cpu)
+  std::string name = "*";        // glob over the device name
+  int line = 0;
+};
+
+struct Outputs {
+  std::string db;        // SQLite database (created if absent)
+  std::string dispatch;  // dispatch table JSON ("" = do not emit)
+  std::string header;    // generated C++ header of the same table ("" = none)
+  std::string report;    // report directory ("" = none)
+};
+
+struct Spec {
+  std::string file;  // where it was read from (for messages)
+  std::string text;  // the spec as written (stored with each run)
+  std::string name;
+  std::string description;
+  DeviceFilter device;
+  std::vector<Axis> axes;  // every axis, in grid order (outermost first), defaults filled in
+  std::vector<ZipGroup> zips;
+  std::vector<Constraint> constraints;
+  MeasurePolicy measure;
+  double tie_tolerance = 0.01;  // configs within this fraction of the best median are tied
+  std::uint64_t seed = 1;       // seeds the synthetic KV and queries of every point
+  Outputs output;
+
+  const Axis* find_axis(std::string_view name) const;
+  const Axis& axis(std::string_view name) const;  // throws Error if absent
+};
+
+// Reads and validates a spec. Every problem is an InputError with one line
+// "FILE:LINE: KEY: what is wrong" (unknown keys, wrong types, empty axes, bad values, zip groups
+// of unequal length, constraints naming unknown axes). `backend` is the device backend the
+// spec will run on ("cpu" or "cuda"): only that backend's kernel section enters the grid.
+Spec parse_spec(std::string_view text, const std::string& file, const std::string& backend);
+Spec load_spec(const std::string& path, const std::string& backend);
+
+// The backend a spec asks for before a device is chosen: device.backend, read without
+// validating the rest (parse_spec validates it again).
+std::string requested_backend(std::string_view text, const std::string& file);
+
+// Glob match with '*' and '?' (used by device filters and instance filters).
+bool glob_match(std::string_view pattern, std::string_view text);
+
+}  // namespace mactune::tuner

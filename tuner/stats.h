@@ -1,0 +1,73 @@
+// Sample statistics and the adaptive stopping rule of one measured point (nvbench's method,
+// STYLE.md 7): warm-up apart, then samples until the relative noise is under the target or a
+// cap is reached; summaries keep median, quartiles and min so decisions can use intervals.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mactune::tuner {
+
+// Summary of the samples of one point. Times in seconds.
+struct Summary {
+  int samples = 0;
+  double median = 0, q1 = 0, q3 = 0;  // quartiles by linear interpolation (Hyndman-Fan type 7)
+  double min = 0, max = 0, mean = 0;
+  double stdev = 0;  // sample standard deviation (n - 1)
+  // Relative noise: 1.4826 MAD / median, a robust estimate of stdev / median that one
+  // descheduled sample on a shared machine cannot blow up (nvbench uses stdev / mean).
+  double noise = 0;
+
+  double iqr() const { return q3 - q1; }
+};
+
+// Summarizes the samples (any order). Empty input gives an all-zero summary.
+Summary summarize(std::span<const double> samples);
+
+// Quantile p in [0, 1] of sorted values, linear interpolation between order statistics.
+double quantile_sorted(std::span<const double> sorted, double p);
+
+// How measuring a point stops. Every limit is in samples or seconds of wall time.
+struct StoppingPolicy {
+  int warmup = 2;             // untimed runs before the first sample (per candidate)
+  int min_samples = 5;        // never stop before this many samples
+  int max_samples = 50;       // never take more
+  double noise = 0.02;        // stop once Summary::noise <= this (relative)
+  double min_time = 0.0;      // and at least this much sampled time (seconds, per candidate)
+  double time_cap = 5.0;      // wall seconds per point, warm-up and cache flushes included
+  int stable_window = 8;      // the noise has "stabilised" when, over this many samples,
+  double stable_drift = 0.1;  // it moved by less than this fraction of itself
+};
+
+// Why sampling stopped.
+enum class StopReason : std::uint8_t { noise, stable, max_samples, time_cap, interrupted };
+std::string_view stop_reason_name(StopReason r);
+
+// Tracks one candidate's samples and says when it has enough. Feed samples in order.
+class Convergence {
+ public:
+  explicit Convergence(const StoppingPolicy& policy) : policy_(policy) {}
+
+  void add(double seconds);
+  // Whether this candidate needs no more samples (ignores the wall-time cap, which the caller
+  // owns because it spans the interleaved candidates of one point).
+  bool done() const;
+  StopReason reason() const;  // meaningful once done() or when the caller stops it
+  const std::vector<double>& samples() const { return samples_; }
+  double sampled_seconds() const { return sampled_; }
+  double current_noise() const { return noise_history_.empty() ? 1.0 : noise_history_.back(); }
+
+ private:
+  bool noise_ok() const;
+  bool stabilised() const;
+
+  StoppingPolicy policy_;
+  std::vector<double> samples_;
+  std::vector<double> noise_history_;
+  double sampled_ = 0;
+};
+
+}  // namespace mactune::tuner
