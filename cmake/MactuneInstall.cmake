@@ -1,19 +1,38 @@
-# `cmake --install` exports the CMake package `mactune`: headers under include/mactune, the
-# libraries a serving engine links (kernels, schedules) and mactuneConfig.cmake, so another
-# project does find_package(mactune) and links mactune::schedules.
+# `cmake --install` exports the CMake package `mactune`: headers under include/mactune (the
+# repository's include paths, so "schedules/dispatch.h" and <mactune/schedules/dispatch.h> both
+# work), the libraries a serving engine links (mactune::kernels, mactune::schedules and the
+# compiled kernel registries schedules uses) and mactuneConfig.cmake, so another project does
+#   find_package(mactune REQUIRED)
+#   target_link_libraries(app PRIVATE mactune::schedules)
+# (examples/dispatch is such a project; tests/schedules builds it against an install.)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/schedules
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mactune
-        FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+        FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.inl"
+        PATTERN "tools" EXCLUDE PATTERN "templates" EXCLUDE)
 
+# Every library a layer registered (MACTUNE_EXPORTED_TARGETS), plus the kernel registries
+# schedules links for its default catalog, each once.
 get_property(_mactune_exported GLOBAL PROPERTY MACTUNE_EXPORTED_TARGETS)
-install(TARGETS mactune_kernels ${_mactune_exported} EXPORT mactuneTargets
+set(_mactune_export mactune_kernels)
+foreach(t ${_mactune_exported} mactune_kernels_cpu mactune_kernels_cuda)
+  if(TARGET ${t} AND NOT t IN_LIST _mactune_export)
+    list(APPEND _mactune_export ${t})
+  endif()
+endforeach()
+install(TARGETS ${_mactune_export} EXPORT mactuneTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT mactuneTargets NAMESPACE mactune::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mactune)
+
+# What mactuneConfig.cmake must find before the targets load.
+set(MACTUNE_CONFIG_NEEDS_CUDA OFF)
+if(TARGET mactune_kernels_cuda)
+  set(MACTUNE_CONFIG_NEEDS_CUDA ON)
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/mactuneConfig.cmake.in
   ${PROJECT_BINARY_DIR}/mactuneConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/mactune)

@@ -25,12 +25,14 @@ std::optional<int> field(std::string_view token, std::string_view prefix) {
   return value;
 }
 
+#if MACTUNE_SCHEDULES_HAVE_CPU
 // Widest vector ISA first, so the fallback takes the fastest CPU path this machine runs.
 int isa_rank(std::string_view name) {
   if (name.find("_avx512_") != std::string_view::npos) return 0;
   if (name.find("_avx2_") != std::string_view::npos) return 1;
   return 2;
 }
+#endif
 
 }  // namespace
 
@@ -76,6 +78,54 @@ const InstanceInfo* Catalog::first_fit(std::string_view backend, std::string_vie
   return nullptr;
 }
 
+namespace {
+
+#if MACTUNE_SCHEDULES_HAVE_CPU
+// The CPU engine's own check (head_dim, G, ISA) on top of the name's fields.
+bool cpu_fits(const InstanceInfo& info, const Problem& p) {
+  if (!name_fits(info.name, p)) return false;
+  cpu::SessionOptions o;
+  o.shape = p;
+  o.mac_enabled = info.family != "full";
+  return cpu::validate(o).empty();
+}
+#endif
+
+#if MACTUNE_SCHEDULES_HAVE_CUDA
+// The instance's can_implement(), by family.
+bool cuda_fits(const InstanceInfo& info, const Problem& p) {
+  if (info.family == "attend") {
+    const cuda::AttendInstance* i = cuda::find_attend(info.name);
+    return i && i->can_implement(p).empty();
+  }
+  if (info.family == "full") {
+    const cuda::FullInstance* i = cuda::find_full(info.name);
+    return i && i->can_implement(p).empty();
+  }
+  if (info.family == "match") {
+    const cuda::MatchInstance* i = cuda::find_match(info.name);
+    return i && i->can_implement(p).empty();
+  }
+  if (info.family == "merge") {
+    const cuda::MergeInstance* i = cuda::find_merge(info.name);
+    return i && i->can_implement(p).empty();
+  }
+  return name_fits(info.name, p);
+}
+#endif
+
+bool registry_fits(const InstanceInfo& info, const Problem& p) {
+#if MACTUNE_SCHEDULES_HAVE_CPU
+  if (info.backend == "cpu") return cpu_fits(info, p);
+#endif
+#if MACTUNE_SCHEDULES_HAVE_CUDA
+  if (info.backend == "cuda") return cuda_fits(info, p);
+#endif
+  return name_fits(info.name, p);
+}
+
+}  // namespace
+
 const Catalog& default_catalog() {
   static const Catalog catalog = [] {
     std::vector<InstanceInfo> all;
@@ -90,7 +140,7 @@ const Catalog& default_catalog() {
     std::vector<InstanceInfo> cuda = mactune::cuda::instances();
     all.insert(all.end(), cuda.begin(), cuda.end());
 #endif
-    return Catalog(std::move(all));
+    return Catalog(std::move(all), registry_fits);
   }();
   return catalog;
 }
