@@ -55,6 +55,13 @@ Connection open_read_only(const std::string& path) {
   return imm;
 }
 
+// sqlite's multi-line diagnostics, folded into one line for the CLI.
+std::string one_line(std::string s) {
+  for (char& ch : s)
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  return s;
+}
+
 void check_stats(const Measurement& m) {
   if (m.status != PointStatus::ok) return;
   const TimeStats& s = m.stats;
@@ -180,15 +187,17 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     if (!read_only) {
       // The first statements read the header and take the WAL index: a file that is not a
       // database, or cannot be written, fails here, before anything is written to it.
-      c.scalar_int("SELECT COUNT(*) FROM sqlite_master");
-      auto jm = c.prepare("PRAGMA journal_mode = WAL");
-      jm.step();
-      c.exec("PRAGMA synchronous = FULL");
+      // Nothing is written (not even the journal mode) before the file is known to be empty
+      // or an intact mactune database.
       if (stored_version(c, path) > 0) {
         auto qc = c.prepare("PRAGMA quick_check");
         MACTUNE_REQUIRE(qc.step() && qc.text(0) == "ok", "database '", path,
-                        "' is corrupt (quick_check: ", qc.text(0), "); it was left untouched");
+                        "' is corrupt (quick_check: ", one_line(qc.text(0)),
+                        "); it was left untouched");
       }
+      auto jm = c.prepare("PRAGMA journal_mode = WAL");
+      jm.step();
+      c.exec("PRAGMA synchronous = FULL");
     }
     c.exec("PRAGMA foreign_keys = ON");
   } catch (const SqliteError& e) {

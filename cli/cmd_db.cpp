@@ -1,0 +1,187 @@
+// `mactune db`: look after result databases.
+//   db info --db DB                        schema version, row counts, devices, runs
+//   db merge A.db B.db ... -o C.db         merge shards by natural key (idempotent)
+//   db export --db DB [--csv] [--table T] [-o FILE]
+//   db import-nsys REPORT.sqlite --db DB   kernels and NVTX ranges of an nsys export
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli/registry.h"
+#include "db/export.h"
+#include "db/merge.h"
+#include "db/nsys.h"
+#include "db/store.h"
+
+namespace mactune::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string counts_line(const std::vector<std::pair<std::string, std::int64_t>>& counts,
+                        bool skip_zero) {
+  std::string out;
+  for (const auto& [table, n] : counts) {
+    if (skip_zero && n == 0) continue;
+    out += (out.empty() ? "" : ", ") + table + " " + (skip_zero ? "+" : "") + std::to_string(n);
+  }
+  return out.empty() ? "nothing new" : out;
+}
+
+void print_info(const std::string& path) {
+  const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
+  const auto& c = s.connection();
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  std::printf("database  %s\n", path.c_str());
+  std::printf("schema    version %d, %.1f MiB\n", s.schema_version(),
+              static_cast<double>(ec ? 0 : bytes) / (1 << 20));
+  std::printf("rows      %s\n", counts_line(s.table_counts(), false).c_str());
+
+  std::printf("devices\n");
+  for (const db::DeviceRow& d : s.devices()) {
+    auto q = c.prepare(
+        "SELECT COUNT(*), COALESCE(SUM(status = 'failed'), 0) FROM measurements"
+        " WHERE device_id = ?1");
+    q.bind(1, d.id);
+    q.step();
+    const auto& f = d.fingerprint;
+    std::printf("  %s  %s %s (%d units, %lld GiB, %s%s%s, %d threads): %lld measurements",
+                d.digest.c_str(), f.backend.c_str(), f.name.c_str(), f.compute_units,
+                f.memory_mib / 1024, f.arch.c_str(), f.runtime.empty() ? "" : ", ",
+                f.runtime.c_str(), f.threads, static_cast<long long>(q.int64(0)));
+    if (q.int64(1) > 0) std::printf(" (%lld failed)", static_cast<long long>(q.int64(1)));
+    std::printf("\n");
+  }
+  auto runs = c.prepare(
+      "SELECT status, COUNT(*), MAX(started_at) FROM runs GROUP BY status ORDER BY status");
+  std::string line;
+  while (runs.step())
+    line += (line.empty() ? "" : ", ") + runs.text(0) + " " + std::to_string(runs.int64(1)) +
+            " (last " + runs.text(2) + ")";
+  std::printf("runs      %s\n", line.empty() ? "none" : line.c_str());
+  auto be = c.prepare("SELECT status, COUNT(*) FROM break_even GROUP BY status ORDER BY status");
+  line.clear();
+  while (be.step()) line += (line.empty() ? "" : ", ") + be.text(0) + " " + be.text(1);
+  std::printf("break-even %s\n", line.empty() ? "none" : line.c_str());
+}
+
+void run_merge(const std::vector<std::string>& inputs, const std::string& output) {
+  // Every input is checked before the output is created or touched.
+  for (const std::string& in : inputs) db::Store::open(in, {.mode = db::OpenMode::read_only});
+  db::Store out = db::Store::open(output);
+  std::vector<std::pair<std::string, std::int64_t>> total;
+  for (const auto& t : db::table_names()) total.emplace_back(t, 0);
+  for (const std::string& in : inputs) {
+    const db::MergeStats m = db::merge_into(out, in);
+    if (m.same_file) {
+      std::printf("%s: is the output itself, skipped\n", in.c_str());
+      continue;
+    }
+    std::printf("%s: %s\n", in.c_str(), counts_line(m.changed, true).c_str());
+    for (std::size_t i = 0; i < total.size(); ++i) total[i].second += m.changed[i].second;
+  }
+  std::printf("-> %s: %s\n", output.c_str(), counts_line(total, true).c_str());
+}
+
+void run_export(const std::string& path, const std::string& table, const std::string& output) {
+  const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
+  if (output.empty() || output == "-") {
+    db::export_csv(s, table, std::cout);
+    std::cout.flush();
+    return;
+  }
+  // Written beside the target and renamed: a failed export never leaves half a file.
+  const std::string tmp = output + ".tmp" + std::to_string(getpid());
+  std::int64_t rows = 0;
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    MACTUNE_REQUIRE(f, "cannot write '", output, "'");
+    try {
+      rows = db::export_csv(s, table, f);
+      f.flush();
+      MACTUNE_REQUIRE(f, "writing '", output, "' failed");
+    } catch (...) {
+      f.close();
+      std::remove(tmp.c_str());
+      throw;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, output, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    input_error("cannot write '", output, "': ", ec.message());
+  }
+  std::fprintf(stderr, "%s: %lld rows of %s\n", output.c_str(), static_cast<long long>(rows),
+               table.c_str());
+}
+
+void run_import(const std::string& report, const std::string& path) {
+  db::Store s = db::Store::open(path);
+  const db::NsysImport r = db::import_nsys(s, report);
+  if (r.already_imported) {
+    std::printf("%s: already imported (report %lld, %lld kernels, %lld ranges); nothing added\n",
+                report.c_str(), static_cast<long long>(r.report_id),
+                static_cast<long long>(r.kernels), static_cast<long long>(r.ranges));
+    return;
+  }
+  for (const auto& note : r.notes) std::printf("note: %s\n", note.c_str());
+  std::printf(
+      "%s: %lld kernels (%lld linked to instances, %lld inside NVTX ranges), %lld NVTX ranges "
+      "(%lld linked)%s%s\n",
+      report.c_str(), static_cast<long long>(r.kernels), static_cast<long long>(r.kernels_linked),
+      static_cast<long long>(r.kernels_in_ranges), static_cast<long long>(r.ranges),
+      static_cast<long long>(r.ranges_linked), r.export_schema.empty() ? "" : ", export schema ",
+      r.export_schema.c_str());
+}
+
+struct DbOptions {
+  std::string db_path;
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string table = db::kDefaultExportTable;
+  std::string report;
+  bool csv = true;
+};
+
+void add_db(CLI::App& app) {
+  auto opt = std::make_shared<DbOptions>();
+  auto* db = app.add_subcommand("db", "Inspect, merge, export and import into result databases");
+  db->require_subcommand(1);
+
+  auto* info = db->add_subcommand("info", "Schema version, row counts, devices and runs");
+  info->add_option("--db", opt->db_path, "Database file")->required();
+  info->callback([opt] { print_info(opt->db_path); });
+
+  auto* merge = db->add_subcommand(
+      "merge", "Merge databases (e.g. the shards of one sweep) into one, by natural key");
+  merge->add_option("inputs", opt->inputs, "Databases to merge")->required();
+  merge->add_option("-o,--output", opt->output, "Output database (created or added to)")
+      ->required();
+  merge->callback([opt] { run_merge(opt->inputs, opt->output); });
+
+  auto* exp = db->add_subcommand("export", "Write a table as CSV");
+  exp->add_option("--db", opt->db_path, "Database file")->required();
+  exp->add_flag("--csv", opt->csv, "CSV output (the only format, and the default)");
+  std::string tables;
+  for (const auto& t : db::exportable_tables()) tables += (tables.empty() ? "" : ", ") + t;
+  exp->add_option("--table", opt->table, "Table or view: " + tables)->capture_default_str();
+  exp->add_option("-o,--output", opt->output, "Output file (default: stdout)");
+  exp->callback([opt] { run_export(opt->db_path, opt->table, opt->output); });
+
+  auto* imp = db->add_subcommand(
+      "import-nsys", "Import kernels and NVTX ranges of an `nsys export --type sqlite` file");
+  imp->add_option("report", opt->report, "The .sqlite export of an nsys report")->required();
+  imp->add_option("--db", opt->db_path, "Database file")->required();
+  imp->callback([opt] { run_import(opt->report, opt->db_path); });
+}
+
+const bool registered = register_command("db", add_db);
+
+}  // namespace
+}  // namespace mactune::cli

@@ -1,0 +1,214 @@
+// Opening: ordered migrations (with a fake v2 step), and the files that must be refused with
+// an InputError naming them and left byte for byte as they were.
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+
+#include "tests/db/fixtures.h"
+
+namespace mactune::db {
+namespace {
+
+using testing::TempDir;
+using testing::test_build;
+using testing::test_device;
+using testing::test_instance;
+using testing::test_stats;
+using testing::test_workload;
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A database with `n` measurements, closed (its WAL checkpointed into the main file).
+void write_db(const std::string& path, int n) {
+  Store s = Store::open(path);
+  const Id device = s.upsert_device(test_device());
+  const Id build = s.upsert_build(test_build());
+  const Id instance = s.upsert_instance(test_instance());
+  for (int i = 0; i < n; ++i) {
+    Measurement m;
+    m.point = {device,
+               build,
+               instance,
+               "chunk=" + std::to_string(64 * (i + 1)),
+               s.upsert_workload(test_workload(1 + i % 8, 4096, 0.5)),
+               "cpu-wall",
+               true};
+    m.stats = test_stats(1e-4 * (i + 1));
+    m.notes = std::string(300, 'n');
+    s.record_measurement(m);
+  }
+}
+
+std::vector<Migration> with_v2(std::function<void(Connection&)> step) {
+  std::vector<Migration> m = builtin_migrations();
+  m.push_back({2, "test: measurements.gpu_temp_c", std::move(step)});
+  return m;
+}
+
+void expect_input_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an InputError containing '" << needle << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << "one line: " << e.what();
+  }
+}
+
+TEST(Db_Migrations, LaterStepAppliesOnceKeepingData) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  write_db(path, 5);
+  const auto v2 =
+      with_v2([](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN gpu_temp_c REAL"); });
+  {
+    Store s = Store::open(path, {.migrations = &v2});
+    EXPECT_EQ(s.schema_version(), 2);
+    EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 5);
+    EXPECT_EQ(
+        s.connection().scalar_int("SELECT COUNT(*) FROM measurements WHERE gpu_temp_c IS NULL"), 5);
+  }
+  {  // Opening again applies nothing (ALTER TABLE twice would fail).
+    Store s = Store::open(path, {.migrations = &v2});
+    EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM schema_version"), 2);
+  }
+  // This build (v1) refuses the newer file, read-write and read-only.
+  expect_input_error([&] { Store::open(path); }, "newer than this mactune");
+  expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only}); }, "newer");
+}
+
+TEST(Db_Migrations, FailingStepRollsBackToThePreviousVersion) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  write_db(path, 3);
+  const auto bad = with_v2([](Connection& c) {
+    c.exec("CREATE TABLE half_done (x INTEGER)");
+    c.exec("ALTER TABLE no_such_table ADD COLUMN y REAL");
+  });
+  EXPECT_THROW(Store::open(path, {.migrations = &bad}), SqliteError);
+  Store s = Store::open(path);
+  EXPECT_EQ(s.schema_version(), 1);
+  EXPECT_FALSE(s.connection().table_exists("half_done"));
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 3);
+}
+
+TEST(Db_Migrations, ReadOnlyOpenNeverMigrates) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  write_db(path, 1);
+  const auto v2 = with_v2([](Connection& c) { c.exec("CREATE TABLE extra_v2 (x INTEGER)"); });
+  const std::string before = read_bytes(path);
+  expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only, .migrations = &v2}); },
+                     "open it once for writing");
+  EXPECT_TRUE(read_bytes(path) == before) << "file changed: " << path;
+}
+
+TEST(Db_OpenErrors, NotADatabaseForeignOrMissingIsRefusedUntouched) {
+  TempDir dir;
+  const std::string junk = dir.file("junk.db");
+  {
+    std::ofstream f(junk, std::ios::binary);
+    for (int i = 0; i < 4096; ++i) f.put(static_cast<char>((i * 7919) & 0xff));
+  }
+  const std::string junk_bytes = read_bytes(junk);
+  expect_input_error([&] { Store::open(junk); }, "junk.db' is not a usable mactune database");
+  expect_input_error([&] { Store::open(junk, {.mode = OpenMode::read_only}); }, "junk.db");
+  EXPECT_TRUE(read_bytes(junk) == junk_bytes) << "file changed: " << junk;
+
+  const std::string foreign = dir.file("foreign.db");
+  {
+    Connection c(foreign, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    c.exec("CREATE TABLE results (x INTEGER); INSERT INTO results VALUES (1)");
+  }
+  const std::string foreign_bytes = read_bytes(foreign);
+  expect_input_error([&] { Store::open(foreign); }, "not a mactune one");
+  EXPECT_TRUE(read_bytes(foreign) == foreign_bytes) << "file changed: " << foreign;
+
+  expect_input_error([&] { Store::open(dir.file("nope.db"), {.mode = OpenMode::read_only}); },
+                     "does not exist");
+  expect_input_error([&] { Store::open(dir.file("no/such/dir/a.db")); }, "does not exist");
+  expect_input_error([&] { Store::open(dir.path()); }, "is a directory");
+}
+
+TEST(Db_OpenErrors, DamagedPagesAreCaughtBeforeAnyWrite) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  write_db(path, 60);  // about 20 KiB of rows: several pages
+  std::string bytes = read_bytes(path);
+  ASSERT_GT(bytes.size(), 4u * 4096);
+  for (std::size_t i = 2 * 4096; i < 3 * 4096; ++i) bytes[i] = static_cast<char>(0xA5);
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << bytes;
+  }
+  expect_input_error([&] { Store::open(path); }, "is corrupt");
+  EXPECT_TRUE(read_bytes(path) == bytes) << "file changed: " << path;
+
+  // A truncated file: shorter than its header says.
+  const std::string cut = dir.file("cut.db");
+  write_db(cut, 60);
+  std::string cut_bytes = read_bytes(cut);
+  cut_bytes.resize(cut_bytes.size() / 2);
+  {
+    std::ofstream f(cut, std::ios::binary | std::ios::trunc);
+    f << cut_bytes;
+  }
+  expect_input_error([&] { Store::open(cut); }, "cut.db");
+  EXPECT_TRUE(read_bytes(cut) == cut_bytes) << "file changed: " << cut;
+}
+
+// Runs `f` in a child process without the right to write the test's files: as `nobody` when
+// the tests run as root (root ignores permission bits). Returns the child's exit code.
+int run_unprivileged(const std::function<int()>& f) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(90);
+    int rc = 91;
+    try {
+      rc = f();
+    } catch (...) {
+      rc = 92;
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 93;
+}
+
+TEST(Db_OpenErrors, ReadOnlyFileIsRefusedForWritingAndReadableForReading) {
+  TempDir dir;
+  const std::string path = dir.file("ro.db");
+  write_db(path, 4);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(path.c_str(), 0444), 0);
+  const std::string before = read_bytes(path);
+
+  const int write_rc = run_unprivileged([&] {
+    try {
+      Store::open(path);
+      return 1;  // opened for writing: wrong
+    } catch (const InputError& e) {
+      return std::string(e.what()).find("ro.db' is read-only") != std::string::npos ? 0 : 2;
+    }
+  });
+  EXPECT_EQ(write_rc, 0);
+  const int read_rc = run_unprivileged([&] {
+    Store s = Store::open(path, {.mode = OpenMode::read_only});
+    return s.connection().scalar_int("SELECT COUNT(*) FROM measurements") == 4 ? 0 : 3;
+  });
+  EXPECT_EQ(read_rc, 0);
+  EXPECT_TRUE(read_bytes(path) == before) << "file changed: " << path;
+}
+
+}  // namespace
+}  // namespace mactune::db
