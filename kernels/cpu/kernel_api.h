@@ -1,0 +1,78 @@
+// The two compute kernels of the CPU engine, as plain function pointers per (ISA, head_dim,
+// KV dtype): `attend` (all heads of one group over one KV range, online softmax in fp32) and
+// `dist2` (squared distances of one query to every ring slot). The session orchestrates them;
+// each ISA's translation unit instantiates them from one templated body (kernel_body.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/dtype.h"
+
+namespace mactune::cpu {
+
+inline constexpr int kMaxGroupSize = 16;   // heads per group (G) the kernels take at once
+inline constexpr int kMaxBlockRows = 128;  // EngineConfig::block_rows upper bound
+inline constexpr int kMaxHeadDim = 256;
+
+// Where the KV rows of one (request, KV head) live: pages of `page_size` tokens, each page
+// [K: kv_heads, page_size, D][V: kv_heads, page_size, D] in the KV dtype. Row j of KV head g:
+// pages[j / page_size] + head_offset + (j % page_size) * row_bytes (+ v_offset for V).
+struct KvView {
+  const std::byte* const* pages = nullptr;  // [pages of the request]
+  int page_size = 16;
+  std::size_t head_offset = 0;  // bytes: kv_head * page_size * row_bytes
+  std::size_t v_offset = 0;     // bytes from a page's K block to its V block
+  std::size_t row_bytes = 0;    // D * sizeof(kv)
+};
+
+// Attention of nh query heads of one group over KV rows [lo, hi); head i masks every row
+// below start[i]. Writes one partial state per head: o normalized [D], lse natural log;
+// a head with no row left (start[i] >= hi) gets the empty state (o = 0, lse = -inf).
+struct AttendArgs {
+  const float* q = nullptr;    // [nh, D] post-RoPE, pre-multiplied by scale * log2(e)
+  const int* start = nullptr;  // [nh]
+  int nh = 0;                  // 1..kMaxGroupSize
+  KvView kv;
+  int lo = 0, hi = 0;
+  int block_rows = 16;   // rows per online-softmax block, 1..kMaxBlockRows
+  float* o = nullptr;    // [nh, D]
+  float* lse = nullptr;  // [nh]
+};
+
+// d2[s] = sum_i (qa_i - c_s * ring_q[s, i])^2 for every slot s in [0, slots), in fp32, with
+// c_s = 1, or with `normalized` c_s = sqrt(D / |ring_q[s]|^2) (1 when that norm is 0) and qa
+// the caller's already normalized query. Slots hold the ring's q in the KV dtype.
+struct DistArgs {
+  const float* q = nullptr;           // [D] the current query, rounded to the KV dtype
+  const std::byte* ring_q = nullptr;  // [slots, D] in the KV dtype
+  int slots = 0;
+  bool normalized = false;
+  float* d2 = nullptr;  // [slots]
+};
+
+using AttendFn = void (*)(const AttendArgs&);
+using DistFn = void (*)(const DistArgs&);
+
+struct KernelSet {
+  AttendFn attend = nullptr;
+  DistFn dist2 = nullptr;
+};
+
+// Each ISA translation unit defines its own; returns {} when head_dim has no instance.
+namespace generic {
+KernelSet kernel_set(int head_dim, DType kv_dtype);
+}
+namespace avx2 {
+KernelSet kernel_set(int head_dim, DType kv_dtype);
+}
+namespace avx512 {
+KernelSet kernel_set(int head_dim, DType kv_dtype);
+}
+
+// The kernels of one ISA: throws InputError when the ISA does not run here or head_dim has no
+// instance (64, 128 and 256 are compiled).
+KernelSet kernel_set(Isa isa, int head_dim, DType kv_dtype);
+
+}  // namespace mactune::cpu

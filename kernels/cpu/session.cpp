@@ -1,0 +1,294 @@
+// cpu::Session: options, requests, synthetic prefill, read-back, and the instance registry.
+// The decode step itself is in session_step.cpp.
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "kernels/cpu/session_impl.h"
+#include "kernels/forced.h"
+
+namespace mactune::cpu {
+
+KernelSet kernel_set(Isa isa, int head_dim, DType kv_dtype) {
+  MACTUNE_REQUIRE(isa_supported(isa), "isa = '", isa_name(isa), "' is not supported by this CPU");
+  KernelSet k;
+  switch (isa) {
+    case Isa::generic:
+      k = generic::kernel_set(head_dim, kv_dtype);
+      break;
+    case Isa::avx2:
+      k = avx2::kernel_set(head_dim, kv_dtype);
+      break;
+    case Isa::avx512:
+      k = avx512::kernel_set(head_dim, kv_dtype);
+      break;
+  }
+  MACTUNE_REQUIRE(k.attend && k.dist2, "head_dim = ", head_dim,
+                  " is not supported by the CPU engine (64, 128 or 256)");
+  return k;
+}
+
+std::string validate(const SessionOptions& opt) {
+  const Problem& p = opt.shape;
+  std::string why = validate(p);
+  if (!why.empty()) return why;
+  std::ostringstream e;
+  const EngineConfig& c = opt.engine;
+  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
+    e << "head_dim = " << p.head_dim << " is not supported by the CPU engine (64, 128 or 256)";
+  else if (p.group_size() > kMaxGroupSize)
+    e << "group size G = q_heads / kv_heads = " << p.q_heads << " / " << p.kv_heads << " = "
+      << p.group_size() << " is not supported by the CPU engine (1.." << kMaxGroupSize << ")";
+  else if (opt.max_context < 1 || opt.max_context > kMaxContext)
+    e << "max_context = " << opt.max_context << " must be in [1, " << kMaxContext << "]";
+  else if (c.chunk_tokens < 1)
+    e << "chunk_tokens = " << c.chunk_tokens << " must be at least 1";
+  else if (c.block_rows < 1 || c.block_rows > kMaxBlockRows)
+    e << "block_rows = " << c.block_rows << " must be in [1, " << kMaxBlockRows << "]";
+  else if (c.threads < 0 || c.threads > 1024)
+    e << "threads = " << c.threads << " must be in [0, 1024] (0 = all logical CPUs)";
+  else if (!(opt.rope_theta > 0.0) || !std::isfinite(opt.rope_theta))
+    e << "rope_theta = " << opt.rope_theta << " must be positive";
+  else if (opt.forced.enabled && !(opt.forced.hit_rate >= 0.0 && opt.forced.hit_rate <= 1.0))
+    e << "forced hit_rate = " << opt.forced.hit_rate << " must be in [0, 1]";
+  else if (opt.forced.enabled &&
+           !(std::isfinite(opt.forced.lag.a) && std::isfinite(opt.forced.lag.b)))
+    e << "forced lag parameters (" << opt.forced.lag.a << ", " << opt.forced.lag.b
+      << ") must be finite";
+  if (!e.str().empty()) return e.str();
+  if (opt.mac_enabled) {
+    why = validate(opt.mac);
+    if (!why.empty()) return why;
+  }
+  try {
+    resolve_isa(c.isa);
+  } catch (const InputError& err) {
+    return err.what();
+  }
+  return "";
+}
+
+Session::Impl::Impl(const SessionOptions& o)
+    : opt(o),
+      shape(o.shape),
+      mac(o.mac),
+      Hq(o.shape.q_heads),
+      Hkv(o.shape.kv_heads),
+      G(o.shape.group_size()),
+      D(o.shape.head_dim),
+      isa(resolve_isa(o.engine.isa)),
+      kernels(kernel_set(isa, o.shape.head_dim, o.shape.kv_dtype)),
+      q_scale(static_cast<float>(o.shape.scale() * 1.4426950408889634)),
+      pool(o.engine.threads),
+      kv(o.shape.kv_heads, o.shape.head_dim, o.shape.kv_dtype, o.shape.page_size),
+      slots(static_cast<std::size_t>(o.shape.batch)) {
+  for (int i = 0; i < D / 2; ++i) inv_freq.push_back(std::pow(opt.rope_theta, -2.0 * i / D));
+  const auto T = static_cast<std::size_t>(pool.size());
+  d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));
+  qn.resize(T * static_cast<std::size_t>(D));
+  merge_tmp.resize(T * 2 * static_cast<std::size_t>(D));
+  guard_fires.resize(T);
+}
+
+Session::Impl::Request& Session::Impl::request(int id) {
+  MACTUNE_REQUIRE(id >= 0 && id < static_cast<int>(slots.size()) && slots[std::size_t(id)].active,
+                  "request ", id, " is not active in this session");
+  return slots[static_cast<std::size_t>(id)];
+}
+
+const Session::Impl::Request& Session::Impl::request(int id) const {
+  MACTUNE_REQUIRE(id >= 0 && id < static_cast<int>(slots.size()) && slots[std::size_t(id)].active,
+                  "request ", id, " is not active in this session");
+  return slots[static_cast<std::size_t>(id)];
+}
+
+static const SessionOptions& checked(const SessionOptions& opt) {
+  const std::string why = validate(opt);
+  MACTUNE_REQUIRE(why.empty(), "invalid CPU session options: ", why);
+  return opt;
+}
+
+Session::Session(const SessionOptions& opt) : impl_(std::make_unique<Impl>(checked(opt))) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+int Session::add_request() {
+  Impl& s = *impl_;
+  for (std::size_t i = 0; i < s.slots.size(); ++i) {
+    Impl::Request& r = s.slots[i];
+    if (r.active) continue;
+    r.active = true;
+    r.len = 0;
+    if (s.opt.mac_enabled) {
+      if (r.ring.capacity == 0)
+        r.ring.allocate(s.Hq, s.mac.ring_capacity, s.D, s.shape.kv_dtype, s.mac.summary_dtype);
+      else
+        r.ring.clear();
+    }
+    return static_cast<int>(i);
+  }
+  input_error("all ", s.slots.size(), " request slots (shape.batch) are taken");
+}
+
+void Session::release_request(int id) {
+  Impl::Request& r = impl_->request(id);
+  impl_->kv.release(r.pages);
+  r.active = false;
+  r.len = 0;
+}
+
+int Session::length(int id) const {
+  return impl_->request(id).len;
+}
+
+const Session::Result& Session::step(std::span<const int> requests, std::span<const float> q,
+                                     std::span<const float> k, std::span<const float> v,
+                                     bool advance) {
+  Impl& s = *impl_;
+  s.result.out.resize(requests.size() * static_cast<std::size_t>(s.Hq * s.D));
+  s.step(requests, q, k, v, s.result.out.data(), advance);
+  return s.result;
+}
+
+const Session::Result& Session::step_into(std::span<const int> requests, std::span<const float> q,
+                                          std::span<const float> k, std::span<const float> v,
+                                          std::span<float> out, bool advance) {
+  Impl& s = *impl_;
+  const std::size_t want = requests.size() * static_cast<std::size_t>(s.Hq * s.D);
+  MACTUNE_REQUIRE(out.size() == want, "output buffer holds ", out.size(), " floats, expected n x ",
+                  "q_heads x head_dim = ", want);
+  s.result.out.clear();
+  s.step(requests, q, k, v, out.data(), advance);
+  return s.result;
+}
+
+namespace {
+
+// Random storage values for synthetic prefill: magnitude in [1/16, 1), random sign, never 0.
+struct Noise {
+  std::uint64_t state;
+  float next() {
+    state = detail::splitmix64(state);
+    const float u = static_cast<float>(state >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    const float mag = 0.0625f + 0.9375f * u;
+    return (state >> 39) & 1 ? mag : -mag;
+  }
+};
+
+}  // namespace
+
+void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
+  Impl& s = *impl_;
+  Impl::Request& r = s.request(id);
+  MACTUNE_REQUIRE(len >= 0 && len <= s.opt.max_context, "prefill length ", len,
+                  " is outside [0, max_context = ", s.opt.max_context, "]");
+  s.kv.reserve(r.pages, len);
+  const int P = s.shape.page_size, pages = (len + P - 1) / P;
+  const DType kv_dtype = s.shape.kv_dtype;
+  s.pool.run(pages, [&](int page, int) {
+    Noise rng{detail::splitmix64(seed ^ (0x9e37ull * static_cast<std::uint64_t>(page + 1)))};
+    std::vector<float> row(static_cast<std::size_t>(s.D));
+    const int rows = std::min(P, len - page * P);
+    for (int g = 0; g < s.Hkv; ++g)
+      for (int j = page * P; j < page * P + rows; ++j) {
+        std::byte* k = s.kv.row(r.pages, g, j);
+        for (float& x : row) x = rng.next();
+        store_floats(kv_dtype, row.data(), k, s.D);
+        for (float& x : row) x = rng.next();
+        store_floats(kv_dtype, row.data(), k + s.kv.v_offset(), s.D);
+      }
+  });
+  if (s.opt.mac_enabled) {
+    Ring& ring = r.ring;
+    ring.clear();
+    Noise rng{detail::splitmix64(seed ^ 0x72696e67ull)};
+    std::vector<float> x(static_cast<std::size_t>(s.D));
+    for (int p = std::max(0, len - ring.capacity); p < len; ++p) {
+      const int slot = ring_slot(p, ring.capacity), ce = cache_end(p, s.mac.band);
+      for (int h = 0; h < s.Hq; ++h) {
+        ring.pos[ring.index(h, slot)] = p;
+        for (float& e : x) e = rng.next();
+        store_floats(kv_dtype, x.data(), ring.q_at(h, slot), s.D);
+        for (float& e : x) e = ce > 0 ? rng.next() : 0.0f;
+        store_floats(s.mac.summary_dtype, x.data(), ring.o_at(h, slot), s.D);
+        ring.lse[ring.index(h, slot)] = ce > 0
+                                            ? std::log(static_cast<float>(ce)) + 0.25f * rng.next()
+                                            : -std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  r.len = len;
+}
+
+std::string instance_name(bool mac, std::string_view isa, int head_dim, DType kv_dtype) {
+  std::ostringstream n;
+  n << (mac ? "mac" : "full") << "_cpu_" << isa << "_hd" << head_dim << '_' << dtype_name(kv_dtype);
+  return n.str();
+}
+
+std::string Session::instance_name() const {
+  const Impl& s = *impl_;
+  return cpu::instance_name(s.opt.mac_enabled, isa_name(s.isa), s.D, s.shape.kv_dtype);
+}
+
+const SessionOptions& Session::options() const {
+  return impl_->opt;
+}
+
+std::string Session::isa() const {
+  return std::string(isa_name(impl_->isa));
+}
+
+int Session::threads() const {
+  return impl_->pool.size();
+}
+
+RingEntryView Session::ring_entry(int id, int head, int pos) const {
+  const Impl& s = *impl_;
+  const Impl::Request& r = s.request(id);
+  MACTUNE_REQUIRE(s.opt.mac_enabled, "a full-attention session has no ring");
+  MACTUNE_REQUIRE(head >= 0 && head < s.Hq && pos >= 0, "ring entry (head ", head, ", pos ", pos,
+                  ") is out of range");
+  const int slot = ring_slot(pos, r.ring.capacity);
+  RingEntryView e;
+  e.pos = r.ring.pos[r.ring.index(head, slot)];
+  e.q.resize(static_cast<std::size_t>(s.D));
+  e.o.resize(static_cast<std::size_t>(s.D));
+  load_floats(s.shape.kv_dtype, r.ring.q_at(head, slot), e.q.data(), s.D);
+  load_floats(s.mac.summary_dtype, r.ring.o_at(head, slot), e.o.data(), s.D);
+  e.lse = r.ring.lse[r.ring.index(head, slot)];
+  return e;
+}
+
+void Session::read_kv(int id, int kv_head, int pos, std::span<float> k, std::span<float> v) const {
+  const Impl& s = *impl_;
+  const Impl::Request& r = s.request(id);
+  MACTUNE_REQUIRE(kv_head >= 0 && kv_head < s.Hkv && pos >= 0 && pos < r.len, "KV row (kv_head ",
+                  kv_head, ", pos ", pos, ") is out of range (length ", r.len, ")");
+  MACTUNE_REQUIRE(k.size() == std::size_t(s.D) && v.size() == std::size_t(s.D),
+                  "read_kv needs buffers of head_dim floats");
+  const std::byte* row = s.kv.row(r.pages, kv_head, pos);
+  load_floats(s.shape.kv_dtype, row, k.data(), s.D);
+  load_floats(s.shape.kv_dtype, row + s.kv.v_offset(), v.data(), s.D);
+}
+
+std::vector<InstanceInfo> instances() {
+  std::vector<InstanceInfo> out;
+  for (Isa isa : supported_isas())
+    for (const bool mac : {true, false})
+      for (const int d : {64, 128, 256})
+        for (const DType t : {DType::f32, DType::f16, DType::bf16}) {
+          InstanceInfo i;
+          i.name = instance_name(mac, isa_name(isa), d, t);
+          i.backend = "cpu";
+          i.family = mac ? "mac" : "full";
+          std::ostringstream c;
+          c << "isa=" << isa_name(isa) << ",head_dim=" << d << ",kv_dtype=" << dtype_name(t);
+          i.config = c.str();
+          out.push_back(std::move(i));
+        }
+  return out;
+}
+
+}  // namespace mactune::cpu

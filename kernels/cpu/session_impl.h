@@ -1,0 +1,82 @@
+// Private: the state behind cpu::Session (session.cpp: setup and requests; session_step.cpp:
+// the decode step). Not installed for users; include session.h instead.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kernel_api.h"
+#include "kernels/cpu/session.h"
+#include "kernels/cpu/storage.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/plan.h"
+
+namespace mactune::cpu {
+
+struct Session::Impl {
+  explicit Impl(const SessionOptions& o);
+
+  struct Request {
+    bool active = false;
+    int len = 0;
+    std::vector<std::byte*> pages;  // page table
+    Ring ring;                      // allocated on first use of the slot (MAC only)
+  };
+
+  SessionOptions opt;
+  Problem shape;
+  MacParams mac;
+  int Hq, Hkv, G, D;
+  Isa isa;
+  KernelSet kernels;
+  float q_scale;                 // 1/sqrt(D) * log2(e): scores leave the kernel in log2 units
+  std::vector<double> inv_freq;  // [D/2] RoPE inverse frequencies, as rope_angles computes them
+  ThreadPool pool;
+  PagedKv kv;
+  std::vector<Request> slots;
+  std::uint64_t steps = 0;  // step counter of the forced-hit draws (advancing steps only)
+
+  // ---- Step scratch, reused across steps.
+  Result result;
+  std::vector<int> ids;          // [n] request ids of the step
+  std::vector<int> m_of;         // [n] position of the new token
+  std::vector<float> q_rot;      // [n, Hq, D] post-RoPE, times q_scale
+  std::vector<float> q_round;    // [n, Hq, D] pre-RoPE, rounded to the KV dtype
+  std::vector<int> starts;       // [n, Hq] first position each head attends
+  std::vector<float> d2;         // [threads, K] match scratch
+  std::vector<float> qn;         // [threads, D] normalized query (pick = normalized)
+  std::vector<GroupSpan> spans;  // [n, Hkv]
+  std::vector<WorkItem> items;   // the plan
+  std::vector<GroupItems> merge_plan;
+  int chunk = 0;
+  std::vector<float> part_o;     // [items, G, D] partial states
+  std::vector<float> part_lse;   // [items, G]
+  std::vector<int> gate_slot;    // [n, Hq] index into gate_o/gate_lse, -1 if not rejected
+  std::vector<float> gate_o;     // [rejected, D] state over [0, cache_end(p)) of a rejected hit
+  std::vector<float> gate_lse;   // [rejected]
+  std::vector<float> entry_o;    // [n, Hq, D] new ring entries
+  std::vector<float> entry_lse;  // [n, Hq]
+  std::vector<float> merge_tmp;  // [threads, 2 D]
+  std::vector<int> guard_fires;  // [threads]
+
+  Request& request(int id);
+  const Request& request(int id) const;
+  void step(std::span<const int> requests, std::span<const float> q, std::span<const float> k,
+            std::span<const float> v, float* out, bool advance);
+
+ private:
+  void check_step(std::span<const int> requests, std::span<const float> q, std::span<const float> k,
+                  std::span<const float> v);
+  void rope_and_append(std::span<const int> requests, std::span<const float> q,
+                       std::span<const float> k, std::span<const float> v);
+  void match(std::span<const int> requests);
+  void decide_head(const Request& r, int b, int n, int h, int worker);
+  void plan(int n);
+  void attend();
+  void gate(std::span<const int> requests);
+  void merge(std::span<const int> requests, float* out);
+  void ring_write(std::span<const int> requests);
+};
+
+}  // namespace mactune::cpu

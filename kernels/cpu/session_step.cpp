@@ -1,0 +1,238 @@
+// cpu::Session: one decode step (DESIGN.md section 1), phase by phase.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "kernels/cpu/session_impl.h"
+#include "kernels/forced.h"
+#include "kernels/rope.h"
+#include "kernels/state.h"
+
+namespace mactune::cpu {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr int kItemsPerThread = 4;  // plan budget: a few items per worker for balance
+
+std::size_t sz(long long x) {
+  return static_cast<std::size_t>(x);
+}
+
+}  // namespace
+
+void Session::Impl::check_step(std::span<const int> requests, std::span<const float> q,
+                               std::span<const float> k, std::span<const float> v) {
+  const std::size_t n = requests.size();
+  MACTUNE_REQUIRE(n >= 1 && n <= slots.size(), "a step takes 1..", slots.size(), " requests, got ",
+                  n);
+  MACTUNE_REQUIRE(q.size() == n * sz(Hq) * sz(D), "q has ", q.size(), " floats, expected n x ",
+                  "q_heads x head_dim = ", n * sz(Hq) * sz(D));
+  MACTUNE_REQUIRE(k.size() == n * sz(Hkv) * sz(D), "k has ", k.size(), " floats, expected n x ",
+                  "kv_heads x head_dim = ", n * sz(Hkv) * sz(D));
+  MACTUNE_REQUIRE(v.size() == k.size(), "v has ", v.size(), " floats, expected ", k.size());
+  for (std::size_t b = 0; b < n; ++b) {
+    const Request& r = request(requests[b]);
+    MACTUNE_REQUIRE(r.len < opt.max_context, "request ", requests[b], ": position ", r.len,
+                    " is past max_context = ", opt.max_context);
+    for (std::size_t c = 0; c < b; ++c)
+      MACTUNE_REQUIRE(requests[c] != requests[b], "request ", requests[b],
+                      " appears twice in one step");
+  }
+}
+
+void Session::Impl::step(std::span<const int> requests, std::span<const float> q,
+                         std::span<const float> k, std::span<const float> v, float* out,
+                         bool advance) {
+  check_step(requests, q, k, v);
+  PhaseScope whole(opt.phases, Phase::step);
+  const int n = static_cast<int>(requests.size());
+  ids.assign(requests.begin(), requests.end());
+  m_of.resize(sz(n));
+  for (int b = 0; b < n; ++b) m_of[sz(b)] = request(requests[sz(b)]).len;
+  result.decisions.assign(sz(n) * sz(Hq), HeadDecision{});
+  result.groups.clear();
+  result.stats = StepStats{};
+
+  rope_and_append(requests, q, k, v);
+  match(requests);
+  plan(n);
+  attend();
+  if (opt.mac_enabled && mac.accept_eps < 1.0) gate(requests);
+  merge(requests, out);
+  if (opt.mac_enabled) ring_write(requests);
+
+  for (int b = 0; b < n; ++b)
+    account_request(shape, mac, m_of[sz(b)], &result.decisions[sz(b) * sz(Hq)], result.groups,
+                    result.stats, opt.mac_enabled);
+  for (int& f : guard_fires) result.stats.guard_fires += std::exchange(f, 0);
+  if (advance) {
+    for (int b = 0; b < n; ++b) ++request(requests[sz(b)]).len;
+    ++steps;
+  }
+}
+
+// RoPE of q and k at each request's position, q rounded for the ring, KV stored at m.
+void Session::Impl::rope_and_append(std::span<const int> requests, std::span<const float> q,
+                                    std::span<const float> k, std::span<const float> v) {
+  const int n = static_cast<int>(requests.size());
+  q_rot.resize(sz(n) * sz(Hq) * sz(D));
+  q_round.resize(q_rot.size());
+  std::vector<float> k_rot(sz(Hkv) * sz(D));
+  RopeAngles ang{std::vector<double>(sz(D / 2)), std::vector<double>(sz(D / 2))};
+  for (int b = 0; b < n; ++b) {
+    const int m = m_of[sz(b)];
+    {
+      PhaseScope ph(opt.phases, Phase::rope);
+      for (int i = 0; i < D / 2; ++i) {  // as rope_angles(D, m, theta), without its pow calls
+        const double a = static_cast<double>(m) * inv_freq[sz(i)];
+        ang.cos[sz(i)] = std::cos(a);
+        ang.sin[sz(i)] = std::sin(a);
+      }
+      const std::size_t qo = sz(b) * sz(Hq) * sz(D);
+      for (int h = 0; h < Hq; ++h) {
+        const float* src = &q[qo + sz(h) * sz(D)];
+        float* rot = &q_rot[qo + sz(h) * sz(D)];
+        apply_rope(src, rot, D, ang);
+        for (int i = 0; i < D; ++i) {
+          rot[i] *= q_scale;
+          q_round[qo + sz(h) * sz(D) + sz(i)] =
+              static_cast<float>(round_to(shape.kv_dtype, src[i]));
+        }
+      }
+      for (int g = 0; g < Hkv; ++g)
+        apply_rope(&k[(sz(b) * sz(Hkv) + sz(g)) * sz(D)], &k_rot[sz(g) * sz(D)], D, ang);
+    }
+    PhaseScope ph(opt.phases, Phase::append);
+    Request& r = request(requests[sz(b)]);
+    kv.reserve(r.pages, m + 1);
+    for (int g = 0; g < Hkv; ++g) {
+      std::byte* row = kv.row(r.pages, g, m);
+      store_floats(shape.kv_dtype, &k_rot[sz(g) * sz(D)], row, D);
+      store_floats(shape.kv_dtype, &v[(sz(b) * sz(Hkv) + sz(g)) * sz(D)], row + kv.v_offset(), D);
+    }
+  }
+}
+
+void Session::Impl::match(std::span<const int> requests) {
+  const int n = static_cast<int>(requests.size());
+  starts.assign(sz(n) * sz(Hq), 0);
+  if (!opt.mac_enabled) return;
+  bool any = false;
+  for (int b = 0; b < n; ++b) any = any || m_of[sz(b)] >= mac.min_context;
+  if (!any) return;
+  PhaseScope ph(opt.phases, Phase::match);
+  pool.run(n * Hq, [&](int task, int worker) {
+    const int b = task / Hq, h = task % Hq;
+    decide_head(request(requests[sz(b)]), b, n, h, worker);
+  });
+}
+
+// The decision of head h of batch row b (of n): the match over the ring, then the forced
+// override, as ref::Session::decide. The acceptance gate comes later, in gate().
+void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worker) {
+  const int m = m_of[sz(b)];
+  HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
+  if (m < mac.min_context) return;
+  d.eligible = true;
+  const Ring& ring = r.ring;
+  const int K = ring.capacity;
+  const float* q = &q_round[(sz(b) * sz(Hq) + sz(h)) * sz(D)];
+  if (mac.pick == PickRule::normalized) {
+    float* y = &qn[sz(worker) * sz(D)];
+    double n2 = 0.0;
+    for (int i = 0; i < D; ++i) n2 += double(q[i]) * q[i];
+    const float c = n2 > 0.0 ? static_cast<float>(std::sqrt(D / n2)) : 1.0f;
+    for (int i = 0; i < D; ++i) y[i] = q[i] * c;
+    q = y;
+  }
+  float* dist = &d2[sz(worker) * sz(K)];
+  kernels.dist2({q, ring.q_at(h, 0), K, mac.pick == PickRule::normalized, dist});
+  const double threshold = match_threshold(D, mac.tau);
+  float best = std::numeric_limits<float>::infinity();
+  int best_p = -1, newest_under = -1;
+  for (int p = std::max(0, m - K); p < m; ++p) {  // older first: ties stay with the older
+    const int slot = ring_slot(p, K);
+    const std::size_t i = ring.index(h, slot);
+    if (ring.pos[i] != p || !(ring.lse[i] > kNegInf)) continue;
+    if (dist[slot] < best) best = dist[slot], best_p = p;
+    if (static_cast<double>(dist[slot]) < threshold) newest_under = p;
+  }
+  d.d2 = best;
+  if (mac.tau < 1.0 && best_p >= 0) {
+    if (mac.pick == PickRule::newest) {
+      d.hit = newest_under >= 0;
+      d.p = newest_under;
+    } else if (static_cast<double>(best) < threshold) {
+      d.hit = true;
+      d.p = best_p;
+    }
+  }
+  const ForcedHits& f = opt.forced;
+  if (f.enabled) {
+    const bool per_head = f.coherence == Coherence::per_head;
+    const int unit = per_head ? b * Hq + h : b * Hkv + h / G;
+    const int units = n * (per_head ? Hq : Hkv);
+    const int lag = forced_lag(f, steps, unit, forced_max_lag(m, K, mac.band));
+    const int p = m - lag;
+    bool valid = false;
+    if (lag > 0 && p >= 0) {
+      const std::size_t i = ring.index(h, ring_slot(p, K));
+      valid = ring.pos[i] == p && ring.lse[i] > kNegInf;
+    }
+    d.hit = forced_unit_hits(f, steps, unit, units) && lag > 0 && valid;
+    d.p = d.hit ? p : -1;
+  }
+  d.start = d.hit ? cache_end(d.p, mac.band) : 0;
+  starts[sz(b) * sz(Hq) + sz(h)] = d.start;
+}
+
+// One span per (request, KV head) from the heads' starts; chunks never straddle cache_end(m).
+void Session::Impl::plan(int n) {
+  PhaseScope ph(opt.phases, Phase::plan);
+  spans.resize(sz(n) * sz(Hkv));
+  for (int b = 0; b < n; ++b)
+    for (int g = 0; g < Hkv; ++g) {
+      GroupSpan& s = spans[sz(b) * sz(Hkv) + sz(g)];
+      const int m = m_of[sz(b)];
+      s.batch_index = b;
+      s.kv_head = g;
+      s.kv_len = m + 1;
+      s.begin = *std::min_element(&starts[sz(b) * sz(Hq) + sz(g * G)],
+                                  &starts[sz(b) * sz(Hq) + sz(g * G + G)]);
+      // Full attention needs no ring snapshot: one segment from 0.
+      s.cache_end = opt.mac_enabled ? std::max(cache_end(m, mac.band), s.begin) : s.begin;
+    }
+  const int count_n = static_cast<int>(spans.size());
+  chunk =
+      choose_chunk(spans.data(), count_n, pool.size() * kItemsPerThread, opt.engine.chunk_tokens);
+  const auto count = plan_item_count(spans.data(), count_n, chunk);
+  items.resize(sz(count));
+  merge_plan.resize(spans.size());
+  const int written = emit_plan(spans.data(), count_n, chunk, items.data(), merge_plan.data(),
+                                static_cast<std::int32_t>(count));
+  MACTUNE_CHECK(written == count, "planned ", count, " items, wrote ", written);
+}
+
+void Session::Impl::attend() {
+  PhaseScope ph(opt.phases, Phase::attend);
+  part_o.resize(items.size() * sz(G) * sz(D));
+  part_lse.resize(items.size() * sz(G));
+  pool.run(static_cast<int>(items.size()), [&](int i, int) {
+    const WorkItem& it = items[sz(i)];
+    const std::size_t head0 = sz(it.batch_index) * sz(Hq) + sz(it.kv_head) * sz(G);
+    AttendArgs a;
+    a.q = &q_rot[head0 * sz(D)];
+    a.start = &starts[head0];
+    a.nh = G;
+    a.kv = kv.view(slots[sz(ids[sz(it.batch_index)])].pages, it.kv_head);
+    a.lo = it.kv_begin;
+    a.hi = it.kv_end;
+    a.block_rows = opt.engine.block_rows;
+    a.o = &part_o[sz(i) * sz(G) * sz(D)];
+    a.lse = &part_lse[sz(i) * sz(G)];
+    kernels.attend(a);
+  });
+}
+
+}  // namespace mactune::cpu

@@ -1,0 +1,110 @@
+#include "kernels/cpu/storage.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "kernels/error.h"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace mactune::cpu {
+namespace {
+
+constexpr std::size_t kArenaAlign = std::size_t{2} << 20;  // a huge page
+constexpr std::size_t kArenaBytes = std::size_t{32} << 20;
+
+}  // namespace
+
+void PagedKv::ArenaFree::operator()(std::byte* p) const {
+  std::free(p);
+}
+
+PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size)
+    : kv_heads_(kv_heads), page_size_(page_size) {
+  row_bytes_ = static_cast<std::size_t>(head_dim) * dtype_size(dtype);
+  v_offset_ = static_cast<std::size_t>(kv_heads) * page_size * row_bytes_;
+  page_bytes_ = 2 * v_offset_;
+  pages_per_arena_ = kArenaBytes / page_bytes_ > 0 ? kArenaBytes / page_bytes_ : 1;
+}
+
+PagedKv::~PagedKv() = default;
+
+void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
+  const std::size_t need = static_cast<std::size_t>((tokens + page_size_ - 1) / page_size_);
+  while (table.size() < need) {
+    if (free_.empty()) {
+      std::size_t bytes = pages_per_arena_ * page_bytes_;
+      bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+      auto* p = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, bytes));
+      if (!p)
+        throw Error(detail::concat("out of memory allocating a ", bytes >> 20, " MiB KV arena"));
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+      madvise(p, bytes, MADV_HUGEPAGE);  // fewer TLB misses when streaming KV; a hint only
+#endif
+      arenas_.emplace_back(p);
+      for (std::size_t i = pages_per_arena_; i-- > 0;) free_.push_back(p + i * page_bytes_);
+    }
+    table.push_back(free_.back());
+    free_.pop_back();
+  }
+}
+
+void PagedKv::release(std::vector<std::byte*>& table) {
+  for (auto it = table.rbegin(); it != table.rend(); ++it) free_.push_back(*it);
+  table.clear();
+}
+
+KvView PagedKv::view(const std::vector<std::byte*>& table, int kv_head) const {
+  KvView v;
+  v.pages = table.data();
+  v.page_size = page_size_;
+  v.head_offset = static_cast<std::size_t>(kv_head) * page_size_ * row_bytes_;
+  v.v_offset = v_offset_;
+  v.row_bytes = row_bytes_;
+  return v;
+}
+
+void Ring::allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype) {
+  q_heads = heads;
+  capacity = slots;
+  head_dim = dim;
+  q_bytes = static_cast<std::size_t>(dim) * dtype_size(q_dtype);
+  o_bytes = static_cast<std::size_t>(dim) * dtype_size(o_dtype);
+  const std::size_t n = static_cast<std::size_t>(heads) * slots;
+  pos.resize(n);
+  lse.resize(n);
+  q.resize(n * q_bytes);
+  o.resize(n * o_bytes);
+  clear();
+}
+
+void Ring::clear() {
+  std::fill(pos.begin(), pos.end(), -1);
+  std::fill(lse.begin(), lse.end(), -std::numeric_limits<float>::infinity());
+  std::memset(q.data(), 0, q.size());
+  std::memset(o.data(), 0, o.size());
+}
+
+void store_floats(DType t, const float* src, std::byte* dst, int n) {
+  switch (t) {
+    case DType::f32:
+      std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(float));
+      return;
+    case DType::f16:
+      for (int i = 0; i < n; ++i) reinterpret_cast<f16_t*>(dst)[i] = float_to_f16(src[i]);
+      return;
+    case DType::bf16:
+      for (int i = 0; i < n; ++i) reinterpret_cast<bf16_t*>(dst)[i] = float_to_bf16(src[i]);
+      return;
+  }
+}
+
+void load_floats(DType t, const std::byte* src, float* dst, int n) {
+  for (int i = 0; i < n; ++i) dst[i] = load_as_float(t, src, static_cast<std::size_t>(i));
+}
+
+}  // namespace mactune::cpu

@@ -1,0 +1,77 @@
+// Storage of the CPU engine: the paged KV cache and the per-request MAC rings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/kernel_api.h"
+#include "kernels/dtype.h"
+
+namespace mactune::cpu {
+
+// A pool of KV pages shared by all requests. A page holds `page_size` tokens of every KV head:
+// [K: kv_heads, page_size, D][V: kv_heads, page_size, D] in the KV dtype, so one head's rows
+// within a page are contiguous. Pages come from large arenas (2 MiB-aligned, transparent huge
+// pages requested) and go back to a free list when a request is released.
+class PagedKv {
+ public:
+  PagedKv(int kv_heads, int head_dim, DType dtype, int page_size);
+  ~PagedKv();
+  PagedKv(const PagedKv&) = delete;
+  PagedKv& operator=(const PagedKv&) = delete;
+
+  // Grows a request's page table to cover `tokens` positions.
+  void reserve(std::vector<std::byte*>& table, int tokens);
+  // Returns every page of the table to the free list and clears it.
+  void release(std::vector<std::byte*>& table);
+
+  // The view of one KV head of a request (the table must outlive the view's use).
+  KvView view(const std::vector<std::byte*>& table, int kv_head) const;
+  // Row j of KV head g: K at the returned pointer, V at + v_offset().
+  std::byte* row(const std::vector<std::byte*>& table, int kv_head, int j) const {
+    return table[static_cast<std::size_t>(j / page_size_)] +
+           (static_cast<std::size_t>(kv_head) * page_size_ + j % page_size_) * row_bytes_;
+  }
+  std::size_t v_offset() const { return v_offset_; }
+  std::size_t row_bytes() const { return row_bytes_; }
+  int page_size() const { return page_size_; }
+
+ private:
+  struct ArenaFree {
+    void operator()(std::byte* p) const;
+  };
+  int kv_heads_, page_size_;
+  std::size_t row_bytes_, v_offset_, page_bytes_;
+  std::size_t pages_per_arena_;
+  std::vector<std::unique_ptr<std::byte[], ArenaFree>> arenas_;
+  std::vector<std::byte*> free_;
+};
+
+// The MAC ring of one request: for each query head, K slots of (pos, q in the KV dtype,
+// summary o in the summary dtype, lse f32). Slot of position t is t mod K.
+struct Ring {
+  int q_heads = 0, capacity = 0, head_dim = 0;
+  std::size_t q_bytes = 0, o_bytes = 0;  // per slot
+  std::vector<std::int32_t> pos;         // [Hq, K]; -1 = empty
+  std::vector<float> lse;                // [Hq, K]
+  std::vector<std::byte> q;              // [Hq, K, D] KV dtype
+  std::vector<std::byte> o;              // [Hq, K, D] summary dtype
+
+  void allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype);
+  void clear();  // every slot empty; q zero so the match scan reads finite values
+  std::size_t index(int head, int slot) const {
+    return static_cast<std::size_t>(head) * capacity + slot;
+  }
+  std::byte* q_at(int head, int slot) { return q.data() + index(head, slot) * q_bytes; }
+  const std::byte* q_at(int head, int slot) const { return q.data() + index(head, slot) * q_bytes; }
+  std::byte* o_at(int head, int slot) { return o.data() + index(head, slot) * o_bytes; }
+  const std::byte* o_at(int head, int slot) const { return o.data() + index(head, slot) * o_bytes; }
+};
+
+// Stores n floats as dtype t (round to nearest even) / reads them back.
+void store_floats(DType t, const float* src, std::byte* dst, int n);
+void load_floats(DType t, const std::byte* src, float* dst, int n);
+
+}  // namespace mactune::cpu

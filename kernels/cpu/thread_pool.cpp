@@ -1,0 +1,111 @@
+#include "kernels/cpu/thread_pool.h"
+
+#include <chrono>
+
+#include "kernels/error.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MACTUNE_CPU_RELAX() _mm_pause()
+#else
+#define MACTUNE_CPU_RELAX() ((void)0)
+#endif
+
+namespace mactune::cpu {
+namespace {
+
+// How long a worker spins for the next job before it sleeps: long enough to bridge the
+// phases of a decode step and back-to-back steps, short enough not to burn a shared core.
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+constexpr std::uint64_t kField = (1u << 20) - 1;
+constexpr std::uint64_t pack(std::uint64_t gen, std::uint64_t tasks, std::uint64_t next) {
+  return (gen << 40) | (tasks << 20) | next;
+}
+constexpr int tasks_of(std::uint64_t c) {
+  return static_cast<int>((c >> 20) & kField);
+}
+constexpr int next_of(std::uint64_t c) {
+  return static_cast<int>(c & kField);
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  size_ = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
+  if (size_ < 1) size_ = 1;
+  threads_.reserve(static_cast<std::size_t>(size_ - 1));
+  for (int w = 1; w < size_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void ThreadPool::dispatch(void* closure, void (*call)(void*, int, int), int tasks) {
+  MACTUNE_CHECK(tasks <= kMaxTasks, "a pool run takes at most ", kMaxTasks, " tasks, got ", tasks);
+  // The previous job is complete (done_ reached its count), so no claim can succeed on it and
+  // no worker reads closure_/call_ until it claims a task of the job published below.
+  closure_ = closure;
+  call_ = call;
+  error_ = nullptr;
+  failed_.store(false, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const std::uint64_t gen = (cursor_.load(std::memory_order_relaxed) >> 40) + 1;
+  cursor_.store(pack(gen & 0xffffff, static_cast<std::uint64_t>(tasks), 0),
+                std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  work(0);
+  while (done_.load(std::memory_order_acquire) != tasks) MACTUNE_CPU_RELAX();
+  if (error_) std::rethrow_exception(error_);
+}
+
+void ThreadPool::work(int worker) {
+  std::uint64_t c = cursor_.load(std::memory_order_acquire);
+  for (;;) {
+    if (next_of(c) >= tasks_of(c)) return;
+    if (!cursor_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      continue;
+    // The claimed task is not done, so the caller is still inside this job's dispatch:
+    // closure_ and call_ are this job's.
+    if (!failed_.load(std::memory_order_relaxed)) {
+      try {
+        call_(closure_, next_of(c), worker);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
+        failed_.store(true, std::memory_order_relaxed);
+      }
+    }
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    c = cursor_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::worker_loop(int worker) {
+  std::uint32_t seen = generation_.load(std::memory_order_acquire);
+  for (;;) {
+    std::uint32_t gen = generation_.load(std::memory_order_acquire);
+    if (gen == seen) {
+      const auto until = std::chrono::steady_clock::now() + kSpin;
+      int spins = 0;
+      while ((gen = generation_.load(std::memory_order_acquire)) == seen) {
+        MACTUNE_CPU_RELAX();
+        if (++spins % 64 == 0 && std::chrono::steady_clock::now() > until) {
+          generation_.wait(seen, std::memory_order_acquire);
+          spins = 0;
+        }
+      }
+    }
+    seen = gen;
+    if (stop_.load(std::memory_order_acquire)) return;
+    work(worker);
+  }
+}
+
+}  // namespace mactune::cpu

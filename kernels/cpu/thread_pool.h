@@ -1,0 +1,68 @@
+// A persistent pool of worker threads that pull task indices from one atomic counter.
+//
+// run(tasks, f) calls f(task, worker) for every task in [0, tasks) on all workers, the calling
+// thread included (it is worker 0), and returns when every task is done; the first exception a
+// task throws is rethrown in the caller, and the tasks not yet started are skipped. Workers spin
+// for a short while between runs (the phases of one decode step follow each other within
+// microseconds), then sleep on a futex (std::atomic::wait), so an idle pool costs nothing.
+//
+// Tasks are claimed from one 64-bit cursor (job generation, task count, next task), so the
+// caller waits only for tasks that were claimed, never for a worker that has yet to wake up:
+// on a loaded machine a late worker simply finds nothing (or the next job) to do.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mactune::cpu {
+
+class ThreadPool {
+ public:
+  // threads: total workers including the caller; 0 = all logical CPUs.
+  explicit ThreadPool(int threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return size_; }
+
+  template <class F>
+  void run(int tasks, F&& f) {
+    if (tasks <= 0) return;
+    if (size_ == 1 || tasks == 1) {
+      for (int t = 0; t < tasks; ++t) f(t, 0);
+      return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    dispatch(
+        const_cast<void*>(static_cast<const void*>(&f)),
+        [](void* c, int t, int w) { (*static_cast<Fn*>(c))(t, w); }, tasks);
+  }
+
+  static constexpr int kMaxTasks = (1 << 20) - 1;
+
+ private:
+  void dispatch(void* closure, void (*call)(void*, int, int), int tasks);
+  void work(int worker);
+  void worker_loop(int worker);
+
+  int size_ = 1;
+  std::vector<std::thread> threads_;
+  // The current job. Written only while no task of the previous job is claimed or running.
+  void* closure_ = nullptr;
+  void (*call_)(void*, int, int) = nullptr;
+  // [generation: 24 | tasks: 20 | next: 20]; a claim is a CAS that bumps next.
+  std::atomic<std::uint64_t> cursor_{0};
+  std::atomic<int> done_{0};                  // tasks of the current job finished (or skipped)
+  std::atomic<std::uint32_t> generation_{0};  // bumped per job; sleeping workers wait on it
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace mactune::cpu

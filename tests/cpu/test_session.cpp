@@ -1,0 +1,88 @@
+// cpu::Session against the fp64 reference over dtype x head_dim x G x page size: MAC (hits,
+// misses, mixed groups, ring entries) and the full-attention baseline, each on a batch of
+// three requests of different lengths, with outputs poisoned before every step.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+
+#include "tests/cpu/harness.h"
+
+namespace mactune::cpu::test {
+namespace {
+
+struct Case {
+  DType dtype;
+  int head_dim, group, page;
+};
+
+std::string case_name(const Case& c) {
+  std::string d(dtype_name(c.dtype));
+  d[0] = static_cast<char>(std::toupper(d[0]));
+  return "Hd" + std::to_string(c.head_dim) + "_G" + std::to_string(c.group) + "_P" +
+         std::to_string(c.page) + "_" + d;
+}
+
+SessionOptions options_for(const Case& c, bool mac) {
+  SessionOptions o;
+  o.shape.batch = 3;
+  o.shape.kv_heads = 2;
+  o.shape.q_heads = 2 * c.group;
+  o.shape.head_dim = c.head_dim;
+  o.shape.kv_dtype = c.dtype;
+  o.shape.page_size = c.page;
+  o.mac.ring_capacity = 24;
+  o.mac.band = 8;
+  o.mac.min_context = 20;
+  o.mac_enabled = mac;
+  o.engine.chunk_tokens = 8;                   // several items per group: merges in order
+  o.engine.block_rows = c.page == 1 ? 5 : 16;  // blocks that straddle pages and items
+  o.engine.threads = 2;
+  o.max_context = 256;
+  return o;
+}
+
+using Param = std::tuple<DType, int, int, int>;  // dtype, head_dim, G, page size
+Case to_case(const Param& t) {
+  return Case{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+}
+
+class MacCpu : public ::testing::TestWithParam<Param> {};
+class FullCpu : public ::testing::TestWithParam<Param> {};
+
+// Every tensor is checked against the reference at the same storage dtype, which models the
+// KV, ring-q and summary rounding exactly: what remains is fp32 arithmetic, hence 1e-5 for
+// every dtype (test_features.cpp calibrates this against what the dtype itself costs).
+TEST_P(MacCpu, MatchesReference) {
+  const Case c = to_case(GetParam());
+  RunPlan plan;
+  plan.steps = 72;
+  plan.seed = 7 + c.head_dim + c.group;
+  const RunSummary s = run_against_reference(options_for(c, true), plan);
+  EXPECT_GT(s.hits, s.head_steps / 10) << "too few hits to test reuse";
+  EXPECT_GT(s.misses_eligible, s.head_steps / 10) << "too few eligible misses";
+  if (c.group > 1) {
+    EXPECT_GT(s.mixed_groups, 0);
+  }
+}
+
+TEST_P(FullCpu, EqualsFullAttention) {
+  const Case c = to_case(GetParam());
+  RunPlan plan;
+  plan.steps = 48;
+  plan.seed = 3 + c.page;
+  const RunSummary s = run_against_reference(options_for(c, false), plan);
+  EXPECT_EQ(s.hits, 0);
+}
+
+const auto kCases = ::testing::Combine(
+    ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
+    ::testing::Values(1, 3, 4, 16), ::testing::Values(1, 16, 64));
+
+INSTANTIATE_TEST_SUITE_P(Grid, MacCpu, kCases,
+                         [](const auto& i) { return case_name(to_case(i.param)); });
+INSTANTIATE_TEST_SUITE_P(Grid, FullCpu, kCases,
+                         [](const auto& i) { return case_name(to_case(i.param)); });
+
+}  // namespace
+}  // namespace mactune::cpu::test
