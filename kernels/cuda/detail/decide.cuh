@@ -1,0 +1,51 @@
+// A head's decision at step m from its reduced ring scan (DESIGN.md section 1), on the device:
+// eligibility, the pick rule, the forced-hit override and the first position it attends.
+// Runs in the planner (one thread a head), off the scan kernel, which then needs no double
+// math and no stack.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cuda/params.h"
+#include "kernels/forced.h"
+#include "kernels/problem.h"
+
+namespace mactune::cuda::detail {
+
+// The ring entry of position pos holds it, with a non-empty summary.
+__device__ __forceinline__ bool ring_entry_valid(const RingBuffers& ring, int q_heads, int slot,
+                                                 int h, int pos) {
+  const int sl = pos % ring.capacity;
+  return ring.pos[static_cast<long long>(slot) * ring.capacity + sl] == pos &&
+         ring.lse[(static_cast<long long>(slot) * q_heads + h) * ring.capacity + sl] >
+             -__builtin_huge_valf();
+}
+
+__device__ inline HeadDecision decide_head(const PlanParams& p, int row, int h) {
+  const StepRow r = p.rows[row];
+  HeadDecision d;
+  if (r.m < p.min_context) return d;  // not eligible: a miss that still writes its ring entry
+  d.eligible = true;
+  const MatchPartial best = p.match_best[static_cast<long long>(row) * p.q_heads + h];
+  // Some candidate is under the threshold: its exact minimum (the probe evaluated it fully).
+  const bool under = best.pos >= 0 && best.d2 < p.threshold;
+  d.d2 = under ? best.d2 : fminf(best.d2, best.bound);  // +inf without candidates
+  const bool newest = p.pick == PickRule::newest;
+  d.hit = newest ? best.newest >= 0 : under;
+  d.p = d.hit ? (newest ? best.newest : best.pos) : -1;
+  if (p.forced.enabled) {  // the same unit numbering as the reference and the CPU engine
+    const bool per_head = p.forced.coherence == Coherence::per_head;
+    const int unit = per_head ? row * p.q_heads + h : row * p.kv_heads + h / p.group;
+    const int units = p.n * (per_head ? p.q_heads : p.kv_heads);
+    const std::uint64_t step = p.header->step;
+    const int lag = forced_lag(p.forced, step, unit, forced_max_lag(r.m, p.ring.capacity, p.band));
+    const int pos = r.m - lag;
+    d.hit = forced_unit_hits(p.forced, step, unit, units) && lag > 0 &&
+            ring_entry_valid(p.ring, p.q_heads, r.slot, h, pos);
+    d.p = d.hit ? pos : -1;
+  }
+  d.start = d.hit ? cache_end(d.p, p.band) : 0;
+  return d;
+}
+
+}  // namespace mactune::cuda::detail

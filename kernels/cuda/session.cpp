@@ -1,0 +1,346 @@
+// mactune::cuda::Session: construction, device memory, requests, synthetic prefill, readback.
+// The step itself is in session_step.cpp.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "kernels/cuda/detail/session_impl.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/launchers.h"
+#include "kernels/error.h"
+
+namespace mactune::cuda {
+namespace detail {
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  MACTUNE_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+  MACTUNE_CUDA_CHECK(cudaMemset(ptr_, 0, bytes));
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_ != nullptr) cudaFree(ptr_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = o.bytes_;
+  }
+  return *this;
+}
+
+PinnedBuffer::PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) MACTUNE_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));
+}
+PinnedBuffer::~PinnedBuffer() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+}
+PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_ != nullptr) cudaFreeHost(ptr_);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = o.bytes_;
+  }
+  return *this;
+}
+
+namespace {
+std::size_t align256(std::size_t x) {
+  return (x + 255) & ~std::size_t{255};
+}
+}  // namespace
+
+InLayout in_layout(int n, int q_heads, int kv_heads, int head_dim) {
+  InLayout l;
+  l.header = 0;
+  l.rows = align256(sizeof(StepHeader));
+  l.q = align256(l.rows + sizeof(StepRow) * n);
+  l.k = align256(l.q + sizeof(float) * n * q_heads * head_dim);
+  l.v = align256(l.k + sizeof(float) * n * kv_heads * head_dim);
+  l.bytes = l.v + sizeof(float) * n * kv_heads * head_dim;
+  return l;
+}
+
+OutLayout out_layout(int n, int q_heads, int head_dim) {
+  OutLayout l;
+  l.out = 0;
+  l.decisions = align256(sizeof(float) * n * q_heads * head_dim);
+  l.guard = align256(l.decisions + sizeof(HeadDecision) * n * q_heads);
+  l.scalars = align256(l.guard + sizeof(std::int32_t) * n * q_heads);
+  l.bytes = l.scalars + 3 * sizeof(std::int32_t);
+  return l;
+}
+
+}  // namespace detail
+
+Session::Impl::Impl(const SessionOptions& o) : opt(o) {
+  const GpuStatus& gpu = gpu_status();
+  if (!gpu.usable) throw Error("CUDA session: " + gpu.why_not);
+  const Problem& s = opt.shape;
+  require_valid(s);
+  require_valid(opt.mac);
+  MACTUNE_REQUIRE(s.kv_dtype == DType::bf16 || s.kv_dtype == DType::f16, "CUDA session: KV dtype ",
+                  dtype_name(s.kv_dtype), " is not supported on the GPU (bf16 or f16)");
+  MACTUNE_REQUIRE(opt.max_context >= 1 && opt.max_context <= kMaxContext,
+                  "max_context = ", opt.max_context, " must be in [1, 2^30]");
+  MACTUNE_REQUIRE(!opt.mac_enabled || opt.mac.accept_eps >= 1.0,
+                  "CUDA session: the acceptance gate (accept_eps = ", opt.mac.accept_eps,
+                  " < 1) is not implemented on the GPU; use the CPU engine or accept_eps = 1");
+  const EngineConfig& e = opt.engine;
+  MACTUNE_REQUIRE(e.min_chunk >= 1, "engine min_chunk = ", e.min_chunk, " must be >= 1");
+  MACTUNE_REQUIRE(e.ctas_per_sm >= 0, "engine ctas_per_sm = ", e.ctas_per_sm, " must be >= 0");
+  MACTUNE_REQUIRE(e.match_candidates >= 0, "engine match_candidates = ", e.match_candidates,
+                  " must be >= 0");
+  MACTUNE_REQUIRE(e.device >= 0 && e.device < gpu.count, "CUDA device ", e.device,
+                  " does not exist (", gpu.count, " devices)");
+  MACTUNE_CUDA_CHECK(cudaSetDevice(e.device));
+
+  slots = s.batch;
+  q_heads = s.q_heads;
+  kv_heads = s.kv_heads;
+  head_dim = s.head_dim;
+  group = s.group_size();
+  merge = &select_merge(s, e.merge);
+  std::size_t smem = 0;
+  if (mac()) {
+    attend = &select_attend(s, e.attend);
+    match = &select_match(s, e.match);
+    smem = attend->smem_bytes();
+  } else {
+    full = &select_full(s, e.full);
+    smem = full->smem_bytes();
+  }
+  int smem_optin = 0;
+  MACTUNE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, e.device));
+  MACTUNE_REQUIRE(smem <= static_cast<std::size_t>(smem_optin), "CUDA instance ",
+                  mac() ? attend->name : full->name, " needs ", smem,
+                  " bytes of shared memory; this device allows ", smem_optin);
+  MACTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e.device));
+  if (e.ctas_per_sm > 0) {
+    ctas_per_sm = e.ctas_per_sm;
+  } else {
+    MACTUNE_CUDA_CHECK(mac() ? attend->ctas_per_sm(ctas_per_sm) : full->ctas_per_sm(ctas_per_sm));
+    MACTUNE_CHECK(ctas_per_sm >= 1, "occupancy query gave ", ctas_per_sm, " CTAs per SM");
+  }
+  budget = attend_budget(ctas_per_sm, sms);
+  capacity = attend_capacity(slots * kv_heads, budget);
+
+  // Paged KV pools [pages, kv_heads, page_size, D]; the page table scatters each request's
+  // pages over the pool (a fixed permutation), so every run exercises the indirection.
+  const std::size_t elem = dtype_size(s.kv_dtype);
+  pages_per_request = (opt.max_context + s.page_size - 1) / s.page_size;
+  const std::size_t pages = static_cast<std::size_t>(slots) * pages_per_request;
+  const std::size_t page_elems = static_cast<std::size_t>(kv_heads) * s.page_size * head_dim;
+  k_pool = detail::DeviceBuffer(pages * page_elems * elem);
+  v_pool = detail::DeviceBuffer(pages * page_elems * elem);
+  MACTUNE_REQUIRE(pages <= static_cast<std::size_t>(INT32_MAX), "KV pool of ", pages,
+                  " pages exceeds int32 page ids");
+  std::vector<std::int32_t> table(pages);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937_64(0x70616765ull));
+  page_table = detail::DeviceBuffer(pages * sizeof(std::int32_t));
+  MACTUNE_CUDA_CHECK(cudaMemcpy(page_table.get(), table.data(), pages * sizeof(std::int32_t),
+                                cudaMemcpyHostToDevice));
+
+  const std::size_t heads = static_cast<std::size_t>(slots) * q_heads;
+  const std::size_t K = static_cast<std::size_t>(opt.mac.ring_capacity);
+  if (mac()) {
+    ring_q = detail::DeviceBuffer(heads * K * head_dim * elem);
+    ring_o = detail::DeviceBuffer(heads * K * head_dim * dtype_size(opt.mac.summary_dtype));
+    ring_lse = detail::DeviceBuffer(heads * K * sizeof(float));
+    ring_pos = detail::DeviceBuffer(static_cast<std::size_t>(slots) * K * sizeof(std::int32_t));
+    MACTUNE_CUDA_CHECK(cudaMemset(ring_pos.get(), 0xff, ring_pos.bytes()));  // pos = -1
+    const int min_candidates =
+        e.match_candidates > 0 ? std::min(e.match_candidates, match_rows_per_pass(match->config))
+                               : match_rows_per_pass(match->config);
+    max_match_tiles = match_tiles(opt.mac.ring_capacity, min_candidates);
+    match_partials = detail::DeviceBuffer(heads * max_match_tiles * sizeof(MatchPartial));
+    match_best = detail::DeviceBuffer(heads * sizeof(MatchPartial));
+    counters = detail::DeviceBuffer(heads * sizeof(std::uint32_t));
+    MACTUNE_CUDA_CHECK(match->ctas_per_sm(match_ctas_per_sm));
+  }
+  q_ring = detail::DeviceBuffer(heads * head_dim * elem);
+  q_rot = detail::DeviceBuffer(heads * head_dim * sizeof(float));
+  const std::size_t groups = static_cast<std::size_t>(slots) * kv_heads;
+  spans = detail::DeviceBuffer(groups * sizeof(GroupSpan));
+  merge_plan = detail::DeviceBuffer(groups * sizeof(GroupItems));
+  items = detail::DeviceBuffer(static_cast<std::size_t>(capacity) * sizeof(WorkItem));
+  partial_o = detail::DeviceBuffer(partial_o_bytes(capacity, group, head_dim));
+  partial_lse = detail::DeviceBuffer(partial_lse_bytes(capacity, group));
+  const std::size_t in_bytes = detail::in_layout(slots, q_heads, kv_heads, head_dim).bytes;
+  const std::size_t out_bytes = detail::out_layout(slots, q_heads, head_dim).bytes;
+  in_block = detail::DeviceBuffer(in_bytes);
+  out_block = detail::DeviceBuffer(out_bytes);
+  in_host = detail::PinnedBuffer(in_bytes);
+  out_host = detail::PinnedBuffer(out_bytes);
+
+  MACTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MACTUNE_CUDA_CHECK(cudaEventCreate(&ev_start));
+  MACTUNE_CUDA_CHECK(cudaEventCreate(&ev_stop));
+  ev_phase.resize(5, nullptr);
+  for (cudaEvent_t& ev : ev_phase) MACTUNE_CUDA_CHECK(cudaEventCreate(&ev));
+  lengths.assign(static_cast<std::size_t>(slots), 0);
+  used.assign(static_cast<std::size_t>(slots), 0);
+  MACTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Session::Impl::~Impl() {
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  for (auto& [n, exec] : graphs) cudaGraphExecDestroy(exec);
+  for (cudaEvent_t ev : ev_phase)
+    if (ev != nullptr) cudaEventDestroy(ev);
+  if (ev_start != nullptr) cudaEventDestroy(ev_start);
+  if (ev_stop != nullptr) cudaEventDestroy(ev_stop);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+void Session::Impl::check_id(int id) const {
+  MACTUNE_REQUIRE(id >= 0 && id < slots && used[static_cast<std::size_t>(id)], "unknown request ",
+                  id);
+}
+
+KvCache Session::Impl::kv_cache() const {
+  KvCache kv;
+  kv.k = k_pool.get();
+  kv.v = v_pool.get();
+  kv.stride_token = head_dim;
+  kv.stride_head = static_cast<long long>(opt.shape.page_size) * head_dim;
+  kv.stride_page = static_cast<long long>(kv_heads) * kv.stride_head;
+  kv.page_table = page_table.get<std::int32_t>();
+  kv.pages_per_request = pages_per_request;
+  kv.page_size = opt.shape.page_size;
+  return kv;
+}
+
+RingBuffers Session::Impl::ring() const {
+  RingBuffers r;
+  r.q = ring_q.get();
+  r.o = ring_o.get();
+  r.lse = ring_lse.get<float>();
+  r.pos = ring_pos.get<std::int32_t>();
+  r.capacity = opt.mac.ring_capacity;
+  r.summary_dtype = opt.mac.summary_dtype;
+  return r;
+}
+
+Session::Session(const SessionOptions& options) : impl_(std::make_unique<Impl>(options)) {}
+Session::~Session() = default;
+Session::Session(Session&&) noexcept = default;
+Session& Session::operator=(Session&&) noexcept = default;
+
+int Session::add_request() {
+  Impl& s = *impl_;
+  const auto it = std::find(s.used.begin(), s.used.end(), 0);
+  MACTUNE_REQUIRE(it != s.used.end(), "all ", s.slots, " request slots are taken (shape.batch)");
+  const int id = static_cast<int>(it - s.used.begin());
+  *it = 1;
+  s.lengths[static_cast<std::size_t>(id)] = 0;
+  if (s.mac()) {  // a stale entry must never look valid: pos == p is the validity test
+    const std::size_t K = static_cast<std::size_t>(s.opt.mac.ring_capacity);
+    MACTUNE_CUDA_CHECK(cudaMemsetAsync(s.ring_pos.get<std::int32_t>() + id * K, 0xff,
+                                       K * sizeof(std::int32_t), s.stream));
+  }
+  return id;
+}
+
+void Session::release_request(int id) {
+  impl_->check_id(id);
+  MACTUNE_REQUIRE(!impl_->pending.active, "release_request during an unfinished step");
+  impl_->used[static_cast<std::size_t>(id)] = 0;
+}
+
+int Session::length(int id) const {
+  impl_->check_id(id);
+  return impl_->lengths[static_cast<std::size_t>(id)];
+}
+
+void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
+  Impl& s = *impl_;
+  s.check_id(id);
+  MACTUNE_REQUIRE(len >= 0 && len < s.opt.max_context, "prefill length ", len,
+                  " must be in [0, max_context = ", s.opt.max_context, ")");
+  MACTUNE_REQUIRE(!s.pending.active, "prefill_synthetic during an unfinished step");
+  SyntheticParams p;
+  p.kv = s.kv_cache();
+  if (s.mac()) p.ring = s.ring();
+  p.slot = id;
+  p.len = len;
+  p.q_heads = s.q_heads;
+  p.kv_heads = s.kv_heads;
+  p.head_dim = s.head_dim;
+  p.band = s.opt.mac.band;
+  p.kv_dtype = s.opt.shape.kv_dtype;
+  p.seed = seed;
+  MACTUNE_CUDA_CHECK(launch_synthetic(p, s.stream));
+  s.lengths[static_cast<std::size_t>(id)] = len;
+}
+
+void Session::set_forced(const ForcedHits& forced) {
+  impl_->opt.forced = forced;
+  for (auto& [n, exec] : impl_->graphs) cudaGraphExecDestroy(exec);  // params are baked in
+  impl_->graphs.clear();
+}
+
+std::string Session::instance_name() const {
+  return impl_->mac() ? impl_->attend->name : impl_->full->name;
+}
+
+std::vector<std::string> Session::instance_names() const {
+  if (impl_->mac()) return {impl_->match->name, impl_->attend->name, impl_->merge->name};
+  return {impl_->full->name, impl_->merge->name};
+}
+
+Session::RingEntry Session::ring_entry(int id, int head, int pos) const {
+  const Impl& s = *impl_;
+  s.check_id(id);
+  MACTUNE_REQUIRE(s.mac(), "ring_entry: this session has no ring (mac_enabled = false)");
+  MACTUNE_REQUIRE(head >= 0 && head < s.q_heads && pos >= 0, "ring_entry: bad head or position");
+  MACTUNE_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  const std::size_t K = static_cast<std::size_t>(s.opt.mac.ring_capacity);
+  const std::size_t sl = static_cast<std::size_t>(pos) % K;
+  const std::size_t at = (static_cast<std::size_t>(id) * s.q_heads + head) * K + sl;
+  const std::size_t D = static_cast<std::size_t>(s.head_dim);
+  RingEntry e;
+  MACTUNE_CUDA_CHECK(cudaMemcpy(&e.pos, s.ring_pos.get<std::int32_t>() + id * K + sl,
+                                sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+  MACTUNE_CUDA_CHECK(
+      cudaMemcpy(&e.lse, s.ring_lse.get<float>() + at, sizeof(float), cudaMemcpyDeviceToHost));
+  const DType kv = s.opt.shape.kv_dtype, so = s.opt.mac.summary_dtype;
+  std::vector<unsigned char> q(D * dtype_size(kv)), o(D * dtype_size(so));
+  MACTUNE_CUDA_CHECK(cudaMemcpy(q.data(), s.ring_q.get<unsigned char>() + at * D * dtype_size(kv),
+                                q.size(), cudaMemcpyDeviceToHost));
+  MACTUNE_CUDA_CHECK(cudaMemcpy(o.data(), s.ring_o.get<unsigned char>() + at * D * dtype_size(so),
+                                o.size(), cudaMemcpyDeviceToHost));
+  e.q.resize(D);
+  e.o.resize(D);
+  for (std::size_t i = 0; i < D; ++i) {
+    e.q[i] = load_as_float(kv, q.data(), i);
+    e.o[i] = load_as_float(so, o.data(), i);
+  }
+  return e;
+}
+
+const SessionOptions& Session::options() const {
+  return impl_->opt;
+}
+
+int Session::last_items() const {
+  return impl_->items_last;
+}
+int Session::last_chunk() const {
+  return impl_->chunk_last;
+}
+int Session::plan_budget() const {
+  return impl_->budget;
+}
+double Session::last_step_ms() const {
+  return impl_->step_ms;
+}
+std::vector<std::pair<Phase, double>> Session::last_phase_ms() const {
+  return impl_->phase_ms;
+}
+
+}  // namespace mactune::cuda

@@ -1,0 +1,131 @@
+// mactune::cuda::Session: a decode session of one layer on the GPU, with the API of
+// mactune::cpu::Session (kernels/cpu/session.h), so the tuner, profiler and replay drive either.
+//
+// A step is five kernels on the session's stream, with no host synchronization in between:
+//   prepare  RoPE of q and k, q~ in the KV dtype, the new K/V token appended (paged pools)
+//   match    ring scan + decisions (forced hits applied on the device)     [MAC only]
+//   plan     group spans -> chunk -> work items (kernels/plan.h on the device)
+//   attend   split-KV partial states over the items (full: the baseline instance)
+//   merge    partials (+ ring summary) -> output, and the new ring entry   [ring: MAC only]
+// framed by one host-to-device copy of the inputs and one device-to-host copy of the results,
+// so a whole step is capturable as a CUDA graph (EngineConfig::graph) and replays unchanged.
+//
+// Without a usable GPU the constructor throws mactune::Error with gpu_status()'s reason.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/device.h"
+#include "kernels/forced.h"
+#include "kernels/phase.h"
+#include "kernels/problem.h"
+#include "kernels/registry.h"
+#include "kernels/rope.h"
+#include "kernels/stats.h"
+
+namespace mactune::cuda {
+
+// The CUDA instances and launch parameters of a session: what the tuner sweeps on a GPU.
+// Instance names are canonical (config.h); "" takes the first built instance that can run the
+// shape. Launch parameters are not part of instance names.
+struct EngineConfig {
+  std::string attend;   // attend instance (MAC)
+  std::string full;     // full-attention instance (mac_enabled = false)
+  std::string match;    // match instance (MAC)
+  std::string merge;    // merge instance
+  int min_chunk = 128;  // smallest KV chunk of a work item (tokens)
+  int ctas_per_sm = 0;  // split-KV budget per SM; 0 = the attend (or full) kernel's occupancy
+  int match_candidates =
+      0;               // ring candidates per match CTA; 0 = launch math (match_candidates_per_cta)
+  bool graph = false;  // run each step as a CUDA graph, captured once per batch size
+  bool time_phases = false;  // events between the step's kernels: last_phase_ms()
+  bool poison = false;       // fill outputs and partials with NaN before each step (tests)
+  int device = 0;
+};
+
+struct SessionOptions {
+  Problem shape;  // shape.batch = request slots the session holds
+  MacParams mac;
+  bool mac_enabled = true;  // false: the full-attention baseline (no match, no ring)
+  double rope_theta = kDefaultRopeTheta;
+  ForcedHits forced;  // benchmark mode (kernels/forced.h): exact hit quota, real scan still runs
+  EngineConfig engine;
+  int max_context = 1 << 17;    // KV capacity per request (tokens); steps past it throw InputError
+  PhaseSink* phases = nullptr;  // host-side hooks around each launch (rope, match, plan, ...)
+};
+
+class Session {
+ public:
+  struct Result {
+    std::vector<float> out;               // [n, q_heads, head_dim]
+    std::vector<HeadDecision> decisions;  // [n, q_heads]
+    std::vector<GroupInfo> groups;        // [n, kv_heads]
+    StepStats stats;
+  };
+  // One ring entry read back from the device (tests).
+  struct RingEntry {
+    int pos = -1;
+    std::vector<float> q, o;  // q~ and the summary o, as float
+    float lse = 0.0f;
+  };
+
+  explicit Session(const SessionOptions& options);  // validates; allocates everything up front
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  int add_request();  // throws InputError when all shape.batch slots are taken
+  void release_request(int id);
+  int length(int id) const;  // tokens in its KV = the next position m
+
+  // One decode step for requests[0..n) (distinct ids): pre-RoPE q [n, Hq, D], k and v
+  // [n, Hkv, D], fp32. Appends KV at m = length(id), runs MAC (or full attention), writes the
+  // ring entry; synchronizes before returning. advance = false leaves the positions where
+  // they were (the same step can be timed again and again).
+  const Result& step(std::span<const int> requests, std::span<const float> q,
+                     std::span<const float> k, std::span<const float> v, bool advance = true);
+  // The same, also copying the outputs into `out` [n, Hq, D] (tests poison it first).
+  const Result& step_into(std::span<const int> requests, std::span<const float> q,
+                          std::span<const float> k, std::span<const float> v, std::span<float> out,
+                          bool advance = true);
+  // Enqueues a step without waiting (inputs are copied before it returns); wait() finishes it.
+  void step_async(std::span<const int> requests, std::span<const float> q, std::span<const float> k,
+                  std::span<const float> v, bool advance = true);
+  const Result& wait();
+
+  // Device time of the last finished step's kernels, from CUDA events (no copies, no host).
+  double last_step_ms() const;
+  // With EngineConfig::time_phases: device time of each kernel of the last step, in order.
+  std::vector<std::pair<Phase, double>> last_phase_ms() const;
+  // Items and chunk size of the last step's plan, and the CTA budget it was planned for.
+  int last_items() const;
+  int last_chunk() const;
+  int plan_budget() const;
+
+  // Benchmark setup without computing attention: `len` tokens of random KV (never zeros) and
+  // valid, non-empty ring entries for the last K positions (random q~ and o, lse ~ ln cache_end).
+  void prefill_synthetic(int id, int len, std::uint64_t seed);
+  void set_forced(const ForcedHits& forced);
+
+  // The step's main instance: the attend instance (MAC) or the full instance (baseline).
+  std::string instance_name() const;
+  // Every instance a step runs, in launch order.
+  std::vector<std::string> instance_names() const;
+  RingEntry ring_entry(int id, int head, int pos) const;
+  const SessionOptions& options() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Every CUDA instance this binary holds (registry.h), as InstanceInfo.
+std::vector<InstanceInfo> instances();
+
+}  // namespace mactune::cuda

@@ -1,0 +1,315 @@
+// mactune::cuda::Session: one decode step — staging, the five launches (or their graph),
+// results and statistics.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cuda/detail/session_impl.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/launchers.h"
+#include "kernels/error.h"
+
+namespace mactune::cuda {
+
+void Session::Impl::record(cudaEvent_t e, bool capturing) const {
+  if (capturing)
+    MACTUNE_CUDA_CHECK(cudaEventRecordWithFlags(e, stream, cudaEventRecordExternal));
+  else
+    MACTUNE_CUDA_CHECK(cudaEventRecord(e, stream));
+}
+
+void Session::Impl::start(std::span<const int> requests, std::span<const float> q,
+                          std::span<const float> k, std::span<const float> v, bool advance) {
+  MACTUNE_REQUIRE(!pending.active, "step_async: the previous step was not waited for");
+  const int n = static_cast<int>(requests.size());
+  MACTUNE_REQUIRE(n >= 1 && n <= slots, "a step takes 1 to ", slots, " requests, got ", n);
+  const std::size_t D = static_cast<std::size_t>(head_dim);
+  MACTUNE_REQUIRE(q.size() == static_cast<std::size_t>(n) * q_heads * D, "q has ", q.size(),
+                  " values, expected ", static_cast<std::size_t>(n) * q_heads * D);
+  MACTUNE_REQUIRE(k.size() == static_cast<std::size_t>(n) * kv_heads * D && v.size() == k.size(),
+                  "k and v must hold n x kv_heads x head_dim values");
+  std::vector<char> seen(static_cast<std::size_t>(slots), 0);
+  pending.ids.assign(requests.begin(), requests.end());
+  pending.positions.resize(static_cast<std::size_t>(n));
+  const detail::InLayout il = detail::in_layout(n, q_heads, kv_heads, head_dim);
+  char* host = in_host.get<char>();
+  StepRow* rows = reinterpret_cast<StepRow*>(host + il.rows);
+  for (int b = 0; b < n; ++b) {
+    const int id = requests[static_cast<std::size_t>(b)];
+    check_id(id);
+    MACTUNE_REQUIRE(!seen[static_cast<std::size_t>(id)], "request ", id,
+                    " appears twice in one step");
+    seen[static_cast<std::size_t>(id)] = 1;
+    const int m = lengths[static_cast<std::size_t>(id)];
+    MACTUNE_REQUIRE(m < opt.max_context, "request ", id, " is at max_context = ", opt.max_context,
+                    " tokens");
+    rows[b] = StepRow{id, m};
+    pending.positions[static_cast<std::size_t>(b)] = m;
+  }
+  reinterpret_cast<StepHeader*>(host + il.header)->step = steps++;
+  std::memcpy(host + il.q, q.data(), q.size_bytes());
+  std::memcpy(host + il.k, k.data(), k.size_bytes());
+  std::memcpy(host + il.v, v.data(), v.size_bytes());
+  pending.advance = advance;
+  pending.active = true;
+
+  PhaseScope whole(opt.phases, Phase::step, mac() ? attend->name : full->name);
+  if (!opt.engine.graph) {
+    try {
+      enqueue(n, false);
+    } catch (...) {
+      pending.active = false;
+      throw;
+    }
+    return;
+  }
+  auto it = graphs.find(n);
+  if (it == graphs.end()) {
+    MACTUNE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue(n, true);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream, &broken);
+      if (broken != nullptr) cudaGraphDestroy(broken);
+      pending.active = false;
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    MACTUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    MACTUNE_CUDA_CHECK(e);
+    it = graphs.emplace(n, exec).first;
+  }
+  MACTUNE_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+}
+
+void Session::Impl::enqueue(int n, bool capturing) {
+  const detail::InLayout il = detail::in_layout(n, q_heads, kv_heads, head_dim);
+  const detail::OutLayout ol = detail::out_layout(n, q_heads, head_dim);
+  char* din = in_block.get<char>();
+  char* dout = out_block.get<char>();
+  const StepHeader* header = reinterpret_cast<const StepHeader*>(din + il.header);
+  const StepRow* rows = reinterpret_cast<const StepRow*>(din + il.rows);
+  float* out = reinterpret_cast<float*>(dout + ol.out);
+  HeadDecision* decisions = reinterpret_cast<HeadDecision*>(dout + ol.decisions);
+  std::int32_t* guard = reinterpret_cast<std::int32_t*>(dout + ol.guard);
+  std::int32_t* scalars = reinterpret_cast<std::int32_t*>(dout + ol.scalars);
+  PhaseSink* sink = capturing ? nullptr : opt.phases;  // a graph launch is one step span
+  const bool timed = opt.engine.time_phases;
+
+  MACTUNE_CUDA_CHECK(cudaMemcpyAsync(din, in_host.get(), il.bytes, cudaMemcpyHostToDevice, stream));
+  if (opt.engine.poison) {  // NaN everywhere a kernel must write before anything reads it
+    MACTUNE_CUDA_CHECK(cudaMemsetAsync(out, 0xff, sizeof(float) * n * q_heads * head_dim, stream));
+    MACTUNE_CUDA_CHECK(cudaMemsetAsync(partial_o.get(), 0xff, partial_o.bytes(), stream));
+    MACTUNE_CUDA_CHECK(cudaMemsetAsync(partial_lse.get(), 0xff, partial_lse.bytes(), stream));
+  }
+  MACTUNE_CUDA_CHECK(cudaMemsetAsync(guard, 0, ol.bytes - ol.guard, stream));  // guard + scalars
+  record(ev_start, capturing);
+  int phase = 0;
+  auto mark = [&] {
+    if (timed) record(ev_phase[static_cast<std::size_t>(phase++)], capturing);
+  };
+
+  {
+    PhaseScope ps(sink, Phase::rope, "prepare");
+    PrepareParams p;
+    p.rows = rows;
+    p.q_in = reinterpret_cast<const float*>(din + il.q);
+    p.k_in = reinterpret_cast<const float*>(din + il.k);
+    p.v_in = reinterpret_cast<const float*>(din + il.v);
+    p.q_ring_out = q_ring.get();
+    p.q_rot_out = q_rot.get<float>();
+    p.kv = kv_cache();
+    p.q_heads = q_heads;
+    p.kv_heads = kv_heads;
+    p.head_dim = head_dim;
+    p.kv_dtype = opt.shape.kv_dtype;
+    p.rope_theta = opt.rope_theta;
+    MACTUNE_CUDA_CHECK(launch_prepare(p, n, stream));
+  }
+  mark();
+  if (mac()) {
+    PhaseScope ps(sink, Phase::match, match->name);
+    MatchParams p;
+    p.ring = ring();
+    p.rows = rows;
+    p.q_ring_in = q_ring.get();
+    p.partials = match_partials.get<MatchPartial>();
+    p.counters = counters.get<std::uint32_t>();
+    p.best = match_best.get<MatchPartial>();
+    p.n = n;
+    p.q_heads = q_heads;
+    p.candidates_per_cta =
+        opt.engine.match_candidates > 0
+            ? opt.engine.match_candidates
+            : match_candidates_per_cta(match->config, static_cast<std::int64_t>(n) * q_heads,
+                                       opt.mac.ring_capacity,
+                                       static_cast<std::int64_t>(match_ctas_per_sm) * sms);
+    p.tiles = match_tiles(opt.mac.ring_capacity, p.candidates_per_cta);
+    MACTUNE_CHECK(p.tiles <= max_match_tiles, "match tiles ", p.tiles, " > ", max_match_tiles);
+    p.threshold = static_cast<float>(match_threshold(head_dim, opt.mac.tau));
+    p.pick = opt.mac.pick;
+    p.min_context = opt.mac.min_context;
+    MACTUNE_CUDA_CHECK(match->launch(p, stream));
+  }
+  mark();
+  {
+    PhaseScope ps(sink, Phase::plan, "plan");
+    PlanParams p;
+    p.header = header;
+    p.rows = rows;
+    if (mac()) {
+      p.match_best = match_best.get<MatchPartial>();
+      p.decisions = decisions;
+      p.ring = ring();
+      p.threshold = static_cast<float>(match_threshold(head_dim, opt.mac.tau));
+      p.pick = opt.mac.pick;
+      p.min_context = opt.mac.min_context;
+      p.forced = opt.forced;
+    }
+    p.spans = spans.get<GroupSpan>();
+    p.items = items.get<WorkItem>();
+    p.merge_plan = merge_plan.get<GroupItems>();
+    p.item_count = scalars;
+    p.chunk = scalars + 1;
+    p.error = scalars + 2;
+    p.n = n;
+    p.q_heads = q_heads;
+    p.kv_heads = kv_heads;
+    p.group = group;
+    p.band = opt.mac.band;
+    p.budget = budget;
+    p.min_chunk = opt.engine.min_chunk;
+    p.capacity = attend_capacity(n * kv_heads, budget);
+    MACTUNE_CUDA_CHECK(launch_plan(p, stream));
+  }
+  mark();
+  {
+    PhaseScope ps(sink, Phase::attend, mac() ? attend->name : full->name);
+    AttendParams p;
+    p.kv = kv_cache();
+    p.rows = rows;
+    p.q_rot = q_rot.get<float>();
+    p.decisions = mac() ? decisions : nullptr;
+    p.items = items.get<WorkItem>();
+    p.item_count = scalars;
+    p.partial_o = partial_o.get<float>();
+    p.partial_lse = partial_lse.get<float>();
+    p.q_heads = q_heads;
+    p.kv_heads = kv_heads;
+    p.group = group;
+    p.q_scale = static_cast<float>(opt.shape.scale() * 1.4426950408889634);  // * log2(e)
+    const int grid = attend_grid(attend_capacity(n * kv_heads, budget), budget);
+    MACTUNE_CUDA_CHECK(mac() ? attend->launch(p, grid, stream) : full->launch(p, grid, stream));
+  }
+  mark();
+  {
+    PhaseScope ps(sink, Phase::merge, merge->name);
+    MergeParams p;
+    if (mac()) p.ring = ring();
+    p.rows = rows;
+    p.q_ring_in = q_ring.get();
+    p.decisions = mac() ? decisions : nullptr;
+    p.merge_plan = merge_plan.get<GroupItems>();
+    p.partial_o = partial_o.get<float>();
+    p.partial_lse = partial_lse.get<float>();
+    p.out = out;
+    p.guard_fired = guard;
+    p.n = n;
+    p.q_heads = q_heads;
+    p.kv_heads = kv_heads;
+    p.group = group;
+    p.band = opt.mac.band;
+    p.rectify = opt.mac.rectify;
+    p.subtract_guard = static_cast<float>(opt.mac.subtract_guard);
+    MACTUNE_CUDA_CHECK(merge->launch(p, stream));
+  }
+  mark();
+  record(ev_stop, capturing);
+  MACTUNE_CUDA_CHECK(
+      cudaMemcpyAsync(out_host.get(), dout, ol.bytes, cudaMemcpyDeviceToHost, stream));
+}
+
+const Session::Result& Session::Impl::finish() {
+  MACTUNE_REQUIRE(pending.active, "wait(): no step is in flight");
+  pending.active = false;
+  MACTUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const int n = static_cast<int>(pending.ids.size());
+  const detail::OutLayout ol = detail::out_layout(n, q_heads, head_dim);
+  const char* host = out_host.get<const char>();
+  const std::int32_t* scalars = reinterpret_cast<const std::int32_t*>(host + ol.scalars);
+  MACTUNE_CHECK(scalars[2] == 0, "the device plan overflowed its ", capacity,
+                " work items (a planner bug)");
+  items_last = scalars[0];
+  chunk_last = scalars[1];
+  float ms = 0.0f;
+  MACTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_start, ev_stop));
+  step_ms = ms;
+  phase_ms.clear();
+  if (opt.engine.time_phases) {
+    const Phase names[] = {Phase::rope, Phase::match, Phase::plan, Phase::attend, Phase::merge};
+    cudaEvent_t before = ev_start;
+    for (std::size_t i = 0; i < ev_phase.size(); ++i) {
+      MACTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, before, ev_phase[i]));
+      if (mac() || names[i] != Phase::match) phase_ms.emplace_back(names[i], ms);
+      before = ev_phase[i];
+    }
+  }
+
+  const std::size_t values = static_cast<std::size_t>(n) * q_heads * head_dim;
+  const float* out = reinterpret_cast<const float*>(host + ol.out);
+  result.out.assign(out, out + values);
+  result.decisions.assign(static_cast<std::size_t>(n) * q_heads, HeadDecision{});
+  if (mac()) {
+    const HeadDecision* d = reinterpret_cast<const HeadDecision*>(host + ol.decisions);
+    std::copy(d, d + result.decisions.size(), result.decisions.begin());
+  }
+  result.groups.clear();
+  result.stats = StepStats{};
+  for (int b = 0; b < n; ++b)
+    account_request(opt.shape, opt.mac, pending.positions[static_cast<std::size_t>(b)],
+                    &result.decisions[static_cast<std::size_t>(b) * q_heads], result.groups,
+                    result.stats, mac());
+  if (mac() && opt.mac.rectify == Rectify::subtract) {
+    const std::int32_t* g = reinterpret_cast<const std::int32_t*>(host + ol.guard);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(n) * q_heads; ++i)
+      result.stats.guard_fires += g[i];
+  }
+  if (pending.advance)
+    for (int id : pending.ids) ++lengths[static_cast<std::size_t>(id)];
+  return result;
+}
+
+const Session::Result& Session::step(std::span<const int> requests, std::span<const float> q,
+                                     std::span<const float> k, std::span<const float> v,
+                                     bool advance) {
+  impl_->start(requests, q, k, v, advance);
+  return impl_->finish();
+}
+
+const Session::Result& Session::step_into(std::span<const int> requests, std::span<const float> q,
+                                          std::span<const float> k, std::span<const float> v,
+                                          std::span<float> out, bool advance) {
+  MACTUNE_REQUIRE(out.size() == requests.size() * static_cast<std::size_t>(impl_->q_heads) *
+                                    static_cast<std::size_t>(impl_->head_dim),
+                  "step_into: out has ", out.size(), " values, expected n x q_heads x head_dim");
+  const Result& r = step(requests, q, k, v, advance);
+  std::copy(r.out.begin(), r.out.end(), out.begin());
+  return r;
+}
+
+void Session::step_async(std::span<const int> requests, std::span<const float> q,
+                         std::span<const float> k, std::span<const float> v, bool advance) {
+  impl_->start(requests, q, k, v, advance);
+}
+
+const Session::Result& Session::wait() {
+  return impl_->finish();
+}
+
+}  // namespace mactune::cuda
