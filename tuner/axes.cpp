@@ -35,6 +35,18 @@ std::string isa_any(const std::string& s) {
   input_error("unknown isa '", s, "' (expected auto, avx512, avx2 or generic)");
 }
 
+std::string instance_any(const std::string& s) {
+  const bool ok = !s.empty() &&
+                  s.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") == std::string::npos;
+  if (!ok) input_error("'", s, "' is not an instance name (lower case, digits, '_') or auto");
+  return s;
+}
+std::string bool_any(const std::string& s) {
+  if (s == "true" || s == "yes" || s == "on") return "true";
+  if (s == "false" || s == "no" || s == "off") return "false";
+  input_error("expected true or false, got '", s, "'");
+}
+
 constexpr double kBig = 1e9;
 
 }  // namespace
@@ -63,10 +75,23 @@ const std::vector<AxisDef>& axis_defs() {
       {"threads", S::cpu, K::integer, {"0"}, 0, 4096, {}, "worker threads (0: all logical CPUs)"},
       {"chunk_tokens", S::cpu, K::integer, {"256"}, 1, kBig, {}, "minimum KV tokens per work item"},
       {"block_rows", S::cpu, K::integer, {"16"}, 1, 4096, {}, "KV rows per inner block"},
-      // CUDA launch parameters (0: the instance's own choice).
-      {"tile", S::cuda, K::integer, {"0"}, 0, 4096, {}, "KV tokens per attend tile (0: auto)"},
-      {"stages", S::cuda, K::integer, {"0"}, 0, 16, {}, "cp.async pipeline stages (0: auto)"},
-      {"warps", S::cuda, K::integer, {"0"}, 0, 32, {}, "warps per CTA (0: auto)"},
+      // CUDA instances ("auto": the first built instance that can run the shape) and launch
+      // parameters (kernels/cuda/session.h EngineConfig).
+      {"attend", S::cuda, K::text, {"auto"}, 0, 0, instance_any, "attend instance (MAC)"},
+      {"full", S::cuda, K::text, {"auto"}, 0, 0, instance_any, "full-attention instance"},
+      {"match", S::cuda, K::text, {"auto"}, 0, 0, instance_any, "match instance"},
+      {"merge", S::cuda, K::text, {"auto"}, 0, 0, instance_any, "merge instance"},
+      {"min_chunk", S::cuda, K::integer, {"128"}, 1, kBig, {}, "smallest KV chunk of a work item"},
+      {"ctas_per_sm", S::cuda, K::integer, {"0"}, 0, 64, {}, "split-KV CTAs per SM (0: occupancy)"},
+      {"match_candidates",
+       S::cuda,
+       K::integer,
+       {"0"},
+       0,
+       1 << 20,
+       {},
+       "ring candidates per match CTA (0: launch math)"},
+      {"graph", S::cuda, K::text, {"false"}, 0, 0, bool_any, "run each step as a CUDA graph"},
       // MAC settings.
       {"summary_dtype", S::mac, K::text, {"f32"}, 0, 0, dtype_summary, "ring summary o: bf16, f32"},
       {"pick",

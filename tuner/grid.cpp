@@ -109,6 +109,10 @@ TunePoint make_point(const Spec& spec, const std::vector<std::size_t>& idx) {
     if (a.section != Section::cpu && a.section != Section::cuda) continue;
     if (a.name == "isa")
       p.isa = a.values[idx[i]].text;
+    else if (a.name == "attend")
+      p.attend = a.values[idx[i]].text;
+    else if (a.name == "full")
+      p.full = a.values[idx[i]].text;
     else
       p.launch.emplace_back(a.name, a.values[idx[i]].text);
   }

@@ -21,10 +21,12 @@ struct TunePoint {
   int context = 0;        // tokens in each request's KV cache; the step is at m = context
   ForcedHits forced;      // enabled, hit rate, lag, coherence, seed
   MacParams mac;
-  // Backend launch parameters in grid order, e.g. {{"threads","0"},{"chunk_tokens","256"}};
-  // "isa" is absent: it selects the instance and so is part of the instance name.
+  // Backend launch parameters in grid order, e.g. {{"threads","0"},{"chunk_tokens","256"}}.
+  // The axes that select the instance (CPU isa; CUDA attend, full) are not among them: they
+  // are part of the instance name.
   std::vector<std::pair<std::string, std::string>> launch;
-  std::string isa = "auto";  // CPU only
+  std::string isa = "auto";                    // CPU
+  std::string attend = "auto", full = "auto";  // CUDA
 
   std::string launch_text() const;  // "threads=0,chunk_tokens=256,block_rows=16"
   int launch_int(const std::string& name, int fallback) const;

@@ -1,0 +1,45 @@
+// `mactune report --db DB -o DIR`: markdown tables and SVG plots of the decisions (speedup vs
+// batch per context and hit rate; break-even hit rate vs context). Reads the database only.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/registry.h"
+#include "db/store.h"
+#include "kernels/device.h"
+#include "tuner/emit.h"
+#include "tuner/report.h"
+#include "tuner/tune.h"
+
+namespace mactune::cli {
+namespace {
+
+struct ReportArgs {
+  std::string db, out, device = "auto";
+  double tie_tolerance = 0.01;
+};
+
+void run(const ReportArgs& a) {
+  const db::Store store = db::Store::open(a.db, {.mode = db::OpenMode::read_only});
+  const tuner::Selection sel = tuner::select_rows(store, a.device, cpu_fingerprint());
+  const tuner::Decided d = tuner::decide_only(store, sel, a.tie_tolerance);
+  const auto files = tuner::write_report(store, d, a.out);
+  std::cout << tuner::summary_table(d.decisions) << '\n';
+  for (const auto& f : files) std::printf("wrote %s\n", f.c_str());
+}
+
+void add_report(CLI::App& app) {
+  auto a = std::make_shared<ReportArgs>();
+  auto* cmd = app.add_subcommand("report", "Write markdown and SVG plots of a tuning database");
+  cmd->add_option("--db", a->db, "Database written by mactune tune")->required();
+  cmd->add_option("-o,--output", a->out, "Report directory")->required();
+  cmd->add_option("--device", a->device,
+                  "auto (this machine, or the only device), a fingerprint digest or a name glob");
+  cmd->add_option("--tie-tolerance", a->tie_tolerance, "Configs this close to the best are tied")
+      ->check(CLI::Range(0.0, 0.99));
+  cmd->callback([a] { run(*a); });
+}
+
+const bool registered = register_command("report", add_report);
+
+}  // namespace
+}  // namespace mactune::cli

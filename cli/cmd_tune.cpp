@@ -1,0 +1,103 @@
+// `mactune tune SPEC.yaml`: sweep the spec's grid on this device into its database (every
+// point stored as it finishes; a re-run resumes), decide, emit the dispatch table, report.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/registry.h"
+#include "kernels/error.h"
+#include "tuner/grid.h"
+#include "tuner/measure.h"
+#include "tuner/tune.h"
+
+namespace mactune::cli {
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+// First Ctrl-C / SIGTERM: stop between two samples, keep every finished point. A second one
+// gets the default action.
+extern "C" void mactune_tune_on_signal(int sig) {
+  g_stop.store(true);
+  std::signal(sig, SIG_DFL);
+}
+
+struct TuneArgs {
+  tuner::TuneOptions opt;
+  std::string shard;
+  bool no_emit = false, no_report = false, quiet = false;
+};
+
+std::string joined_argv(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+  return s;
+}
+
+void run(TuneArgs& a) {
+  if (!a.shard.empty()) a.opt.shard = tuner::parse_shard(a.shard);
+  a.opt.emit = !a.no_emit && !a.opt.shard;
+  a.opt.report = !a.no_report;
+  tuner::Progress progress = a.quiet ? tuner::Progress::silent() : tuner::Progress::for_stderr();
+  g_stop = false;
+  std::signal(SIGINT, mactune_tune_on_signal);
+  std::signal(SIGTERM, mactune_tune_on_signal);
+  tuner::TuneResult r;
+  try {
+    r = tuner::run_tune(a.opt, progress, &g_stop);
+  } catch (const tuner::Interrupted&) {
+    throw Error(
+        "interrupted: every point finished before the signal is stored in the database; "
+        "run the same command again to resume");
+  }
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (a.opt.dry_run) {
+    for (const auto& l : r.point_lines) std::cout << l << '\n';
+    std::cout << r.points << " points, " << r.stored << " stored, " << r.points - r.stored
+              << " to measure\n";
+    return;
+  }
+  if (!r.decisions.empty()) std::cout << tuner::summary_table(r.decisions) << '\n';
+  std::printf("tuned %zu points in %.1f s: %zu measured, %zu already stored, %zu failed\n",
+              r.points, r.seconds, r.measured, r.stored, r.failed);
+  std::printf("database  %s\n", r.db_path.c_str());
+  if (a.opt.emit) std::printf("dispatch  %s\n", r.dispatch_path.c_str());
+  if (a.opt.shard)
+    std::printf("shard %d/%d done: merge the shards (mactune db merge), then mactune emit\n",
+                a.opt.shard->first, a.opt.shard->second);
+  if (a.opt.emit && a.opt.report && !r.report_dir.empty())
+    std::printf("report    %s/report.md\n", r.report_dir.c_str());
+}
+
+void add_tune(CLI::App& app) {
+  auto args = std::make_shared<TuneArgs>();
+  auto* cmd = app.add_subcommand(
+      "tune", "Sweep a spec's kernel configs x workloads on this device: store, decide, emit");
+  cmd->add_option("spec", args->opt.spec_path, "Sweep spec (YAML, docs/spec.md)")->required();
+  cmd->add_option("--db", args->opt.db_path, "Database (default: the spec's output.db)");
+  cmd->add_option("--dispatch,-o", args->opt.dispatch_path,
+                  "Dispatch table to emit (default: the spec's output.dispatch)");
+  cmd->add_option("--header", args->opt.header_path, "Also emit the table as a C++ header");
+  cmd->add_option("--report", args->opt.report_dir, "Report directory (default: output.report)");
+  cmd->add_option("--backend", args->opt.backend, "cpu, cuda or auto (default: the spec's)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option("--shard", args->shard,
+                  "Measure shard i of N (i/N, 0 <= i < N): points whose grid index is i mod N");
+  cmd->add_flag("--no-emit", args->no_emit, "Do not decide or emit at the end");
+  cmd->add_flag("--no-report", args->no_report, "Do not write the report");
+  cmd->add_flag("--retry-failed", args->opt.retry_failed, "Measure failed points again");
+  cmd->add_flag("--dry-run", args->opt.dry_run,
+                "List the points and what is stored; measure nothing");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
+  cmd->callback([args, &app] {
+    args->opt.command = "mactune tune " + args->opt.spec_path;
+    (void)app;
+    run(*args);
+  });
+}
+
+const bool registered = register_command("tune", add_tune);
+
+}  // namespace
+}  // namespace mactune::cli

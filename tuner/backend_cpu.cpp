@@ -1,0 +1,205 @@
+// The CPU backend: cpu::Session timed with the steady clock, cold samples after a pass over a
+// buffer twice the size of the last-level cache, clock read from /proc/cpuinfo.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <random>
+#include <sstream>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/session.h"
+#include "kernels/error.h"
+#include "tuner/measure.h"
+
+namespace mactune::tuner {
+namespace {
+
+// Size of the largest cache level of cpu0, from sysfs (0 when unknown).
+std::size_t llc_bytes() {
+  std::size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(in >> s) || s.empty()) continue;
+    std::size_t mult = 1;
+    if (s.back() == 'K') mult = 1024;
+    if (s.back() == 'M') mult = 1024 * 1024;
+    if (mult != 1) s.pop_back();
+    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
+  }
+  return best;
+}
+
+// Bytes the OS can still hand out (MemAvailable), 0 when unknown.
+long long available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  long long kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+// Mean of the "cpu MHz" lines of /proc/cpuinfo (the current clock of every logical CPU).
+std::optional<double> mean_cpu_mhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  double sum = 0;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    sum += std::strtod(line.c_str() + colon + 1, nullptr);
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+std::string resolved_isa(const std::string& isa) {
+  return std::string(cpu::isa_name(cpu::resolve_isa(isa)));
+}
+
+cpu::SessionOptions session_options(const TunePoint& p, bool mac) {
+  cpu::SessionOptions o;
+  o.shape = p.shape;
+  o.mac = p.mac;
+  o.mac_enabled = mac;
+  if (mac) o.forced = p.forced;
+  o.engine.chunk_tokens = p.launch_int("chunk_tokens", o.engine.chunk_tokens);
+  o.engine.block_rows = p.launch_int("block_rows", o.engine.block_rows);
+  o.engine.threads = p.launch_int("threads", o.engine.threads);
+  o.engine.isa = p.isa;
+  o.max_context = p.context + 1;  // the step appends at m = context
+  return o;
+}
+
+// KV pools, ring and inputs of one session, roughly (for the memory check).
+double session_bytes(const TunePoint& p, bool mac) {
+  const double D = p.shape.head_dim;
+  const double pages = std::ceil((p.context + 1.0) / p.shape.page_size) * p.shape.page_size;
+  double b = p.shape.batch * p.shape.kv_heads * pages * D * 2 * dtype_size(p.shape.kv_dtype);
+  if (mac)
+    b += p.shape.batch * p.shape.q_heads * double(p.mac.ring_capacity) *
+         (D * (dtype_size(p.shape.kv_dtype) + dtype_size(p.mac.summary_dtype)) + 4);
+  return b;
+}
+
+class CpuCase final : public Case {
+ public:
+  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed) : session_(session_options(p, mac)) {
+    const int n = p.shape.batch;
+    for (int i = 0; i < n; ++i) {
+      ids_.push_back(session_.add_request());
+      session_.prefill_synthetic(ids_.back(), p.context, seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    }
+    // The step's inputs: random, never zero, the same for both sides of a point.
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(0.25f, 1.0f);
+    auto fill = [&](std::vector<float>& v, std::size_t count) {
+      v.resize(count);
+      for (float& x : v) x = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
+    };
+    const auto D = static_cast<std::size_t>(p.shape.head_dim);
+    fill(q_, static_cast<std::size_t>(n * p.shape.q_heads) * D);
+    fill(k_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
+    fill(v_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
+  }
+
+  std::string instance() const override { return session_.instance_name(); }
+  void run() override { stats_ = session_.step(ids_, q_, k_, v_, /*advance=*/false).stats; }
+  double sample() override {
+    timer_.start();
+    const auto& r = session_.step(ids_, q_, k_, v_, /*advance=*/false);
+    const double s = timer_.stop();
+    stats_ = r.stats;
+    return s;
+  }
+  StepStats stats() const override { return stats_; }
+
+ private:
+  cpu::Session session_;
+  std::vector<int> ids_;
+  std::vector<float> q_, k_, v_;
+  SteadyTimer timer_;
+  StepStats stats_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() {
+    const std::size_t llc = llc_bytes();
+    flush_.assign(std::max<std::size_t>(2 * llc, 64u << 20), 1);
+  }
+
+  std::string name() const override { return "cpu"; }
+  DeviceFingerprint device() const override { return cpu_fingerprint(); }
+  std::string timer_name() const override { return "steady_clock"; }
+  std::vector<InstanceInfo> instances() const override { return cpu::instances(); }
+
+  std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
+    std::string isa = p.isa;
+    try {
+      isa = resolved_isa(p.isa);
+    } catch (const InputError&) {
+      // Not runnable here: the names still identify the (failed) point.
+    }
+    return {cpu::instance_name(true, isa, p.shape.head_dim, p.shape.kv_dtype),
+            cpu::instance_name(false, isa, p.shape.head_dim, p.shape.kv_dtype)};
+  }
+
+  std::string can_run(const TunePoint& p) const override {
+    for (bool mac : {true, false}) {
+      const std::string why = cpu::validate(session_options(p, mac));
+      if (!why.empty()) return why;
+    }
+    const double need = session_bytes(p, true) + 2 * session_bytes(p, false);
+    const long long have = available_bytes();
+    if (have > 0 && need > 0.8 * static_cast<double>(have)) {
+      std::ostringstream e;
+      e << "needs about " << std::fixed << std::setprecision(1) << need / (1 << 30)
+        << " GiB of KV and ring memory, more than 80% of the " << double(have) / (1 << 30)
+        << " GiB available";
+      return e.str();
+    }
+    return "";
+  }
+
+  std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
+    return std::make_unique<CpuCase>(p, mac, seed);
+  }
+
+  void flush_caches() override {
+    // Read-modify-write one byte per cache line: evicts the KV of the last sample from the
+    // shared LLC (and this core's private levels). Other cores' private L2 keeps at most a
+    // few hundred KiB, negligible next to a decode step's KV.
+    volatile unsigned char* b = flush_.data();
+    for (std::size_t i = 0; i < flush_.size(); i += 64) b[i] = static_cast<unsigned char>(b[i] + 1);
+  }
+
+  ClockState clock_begin() override { return read_clock(); }
+  ClockState clock_end() override { return read_clock(); }
+
+ private:
+  static ClockState read_clock() {
+    ClockState c;
+    c.mhz = mean_cpu_mhz();
+    c.note = c.mhz ? "cpu MHz from /proc/cpuinfo" : "no clock information on this CPU";
+    return c;
+  }
+
+  std::vector<unsigned char> flush_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
+
+}  // namespace mactune::tuner

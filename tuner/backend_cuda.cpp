@@ -1,0 +1,221 @@
+// The CUDA backend: cuda::Session timed by CUDA events around the step's kernels (no host
+// launch latency, no copies), or by CUPTI kernel durations (measure timer "cupti"); cold
+// samples after a device memset over twice the L2; clocks and throttle reasons from NVML
+// when the driver's library is there (loaded at run time: no link dependency).
+// Compiled into every build; without the CUDA kernels it only explains why there is no GPU.
+#include "tuner/measure.h"
+
+#if MACTUNE_TUNER_CUDA
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <random>
+
+#include "kernels/cuda/device.h"
+#include "kernels/cuda/registry.h"
+#include "kernels/cuda/session.h"
+#include "kernels/error.h"
+#endif
+
+namespace mactune::tuner {
+
+#if !MACTUNE_TUNER_CUDA
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+  if (why) *why = "this build has no CUDA kernels (configure with CUDA to tune a GPU)";
+  return nullptr;
+}
+
+#else
+
+namespace {
+
+// NVML through dlopen: the SM clock and the throttle reasons, when the driver ships NVML.
+class Nvml {
+ public:
+  Nvml() {
+    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib_) {
+      why_ = "NVML not found (libnvidia-ml.so.1)";
+      return;
+    }
+    init_ = reinterpret_cast<int (*)()>(dlsym(lib_, "nvmlInit_v2"));
+    by_index_ =
+        reinterpret_cast<int (*)(unsigned, void**)>(dlsym(lib_, "nvmlDeviceGetHandleByIndex_v2"));
+    clock_ =
+        reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib_, "nvmlDeviceGetClockInfo"));
+    reasons_ = reinterpret_cast<int (*)(void*, unsigned long long*)>(
+        dlsym(lib_, "nvmlDeviceGetCurrentClocksEventReasons"));
+    if (!reasons_)
+      reasons_ = reinterpret_cast<int (*)(void*, unsigned long long*)>(
+          dlsym(lib_, "nvmlDeviceGetCurrentClocksThrottleReasons"));
+    if (!init_ || !by_index_ || !clock_ || init_() != 0 || by_index_(0, &dev_) != 0) {
+      why_ = "NVML could not open device 0";
+      dev_ = nullptr;
+    }
+  }
+  ClockState read() const {
+    ClockState c;
+    if (!dev_) {
+      c.note = why_;
+      return c;
+    }
+    unsigned mhz = 0;
+    if (clock_(dev_, /*NVML_CLOCK_SM*/ 1, &mhz) == 0) c.mhz = mhz;
+    unsigned long long r = 0;
+    // Thermal and power slowdowns (hardware and software): the samples near this read are
+    // counted as throttled. GPU idle (bit 0) and application clocks (bit 1) are not throttling.
+    const unsigned long long slow = 0x4ull | 0x8ull | 0x20ull | 0x40ull | 0x80ull;
+    if (reasons_ && reasons_(dev_, &r) == 0 && (r & slow)) c.throttled_samples = 1;
+    c.note = "SM clock and clock-event reasons from NVML";
+    return c;
+  }
+
+ private:
+  void* lib_ = nullptr;
+  void* dev_ = nullptr;
+  std::string why_;
+  int (*init_)() = nullptr;
+  int (*by_index_)(unsigned, void**) = nullptr;
+  int (*clock_)(void*, int, unsigned*) = nullptr;
+  int (*reasons_)(void*, unsigned long long*) = nullptr;
+};
+
+// CUDA axes of a point -> the session's engine config.
+cuda::EngineConfig engine_of(const TunePoint& p) {
+  cuda::EngineConfig e;
+  e.attend = p.attend == "auto" ? "" : p.attend;
+  e.full = p.full == "auto" ? "" : p.full;
+  for (const auto& [k, v] : p.launch) {
+    const std::string name = v == "auto" ? "" : v;
+    if (k == "match") e.match = name;
+    if (k == "merge") e.merge = name;
+    if (k == "min_chunk") e.min_chunk = std::stoi(v);
+    if (k == "ctas_per_sm") e.ctas_per_sm = std::stoi(v);
+    if (k == "match_candidates") e.match_candidates = std::stoi(v);
+    if (k == "graph") e.graph = v == "true";
+  }
+  return e;
+}
+
+cuda::SessionOptions options_of(const TunePoint& p, bool mac) {
+  cuda::SessionOptions o;
+  o.shape = p.shape;
+  o.mac = p.mac;
+  o.mac_enabled = mac;
+  if (mac) o.forced = p.forced;
+  o.engine = engine_of(p);
+  o.max_context = p.context + 1;
+  return o;
+}
+
+class CudaCase final : public Case {
+ public:
+  CudaCase(const TunePoint& p, bool mac, std::uint64_t seed) : session_(options_of(p, mac)) {
+    const int n = p.shape.batch;
+    for (int i = 0; i < n; ++i) {
+      ids_.push_back(session_.add_request());
+      session_.prefill_synthetic(ids_.back(), p.context, seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    }
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> u(0.25f, 1.0f);
+    auto fill = [&](std::vector<float>& v, std::size_t count) {
+      v.resize(count);
+      for (float& x : v) x = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
+    };
+    const auto D = static_cast<std::size_t>(p.shape.head_dim);
+    fill(q_, static_cast<std::size_t>(n * p.shape.q_heads) * D);
+    fill(k_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
+    fill(v_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
+  }
+  std::string instance() const override { return session_.instance_name(); }
+  void run() override { stats_ = session_.step(ids_, q_, k_, v_, false).stats; }
+  // Device time of the step's kernels between two events on the session's stream.
+  double sample() override {
+    stats_ = session_.step(ids_, q_, k_, v_, false).stats;
+    return session_.last_step_ms() * 1e-3;
+  }
+  StepStats stats() const override { return stats_; }
+
+ private:
+  cuda::Session session_;
+  std::vector<int> ids_;
+  std::vector<float> q_, k_, v_;
+  StepStats stats_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    int l2 = 0;
+    cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0);
+    flush_bytes_ = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 64u << 20);
+    if (cudaMalloc(&flush_, flush_bytes_) != cudaSuccess) {
+      flush_ = nullptr;
+      throw Error("cannot allocate the L2 flush buffer on the GPU");
+    }
+  }
+  ~CudaBackend() override {
+    if (flush_) cudaFree(flush_);
+  }
+  std::string name() const override { return "cuda"; }
+  DeviceFingerprint device() const override { return cuda::device_fingerprint(0); }
+  std::string timer_name() const override { return "cuda_events"; }
+  std::vector<InstanceInfo> instances() const override { return cuda::instances(); }
+  std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
+    const cuda::EngineConfig e = engine_of(p);
+    std::string mac = e.attend.empty() ? "auto" : e.attend, full = e.full.empty() ? "auto" : e.full;
+    try {
+      mac = cuda::select_attend(p.shape, e.attend).name;
+    } catch (const InputError&) {
+    }
+    try {
+      full = cuda::select_full(p.shape, e.full).name;
+    } catch (const InputError&) {
+    }
+    return {mac, full};
+  }
+  std::string can_run(const TunePoint& p) const override {
+    const cuda::EngineConfig e = engine_of(p);
+    try {
+      cuda::select_attend(p.shape, e.attend);
+      cuda::select_full(p.shape, e.full);
+      cuda::select_match(p.shape, e.match);
+      cuda::select_merge(p.shape, e.merge);
+    } catch (const InputError& err) {
+      return err.what();
+    }
+    return "";
+  }
+  std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
+    return std::make_unique<CudaCase>(p, mac, seed);
+  }
+  void flush_caches() override {
+    if (cudaMemset(flush_, static_cast<int>(++flushes_ & 0xff), flush_bytes_) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+      throw Error("the L2 flush (cudaMemset) failed");
+  }
+  ClockState clock_begin() override { return nvml_.read(); }
+  ClockState clock_end() override { return nvml_.read(); }
+
+ private:
+  void* flush_ = nullptr;
+  std::size_t flush_bytes_ = 0;
+  unsigned flushes_ = 0;
+  Nvml nvml_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+  const cuda::GpuStatus& g = cuda::gpu_status();
+  if (!g.usable) {
+    if (why) *why = "no usable GPU: " + g.why_not;
+    return nullptr;
+  }
+  return std::make_unique<CudaBackend>();
+}
+
+#endif
+
+}  // namespace mactune::tuner

@@ -1,0 +1,48 @@
+// Emit: the decisions over a database's measurements, stored back, and the dispatch table
+// (schedules/dispatch_table.h) a serving engine loads.
+//
+// Buckets become table entries piecewise: per shape, each measured batch value covers the
+// batches from itself up to the next measured value (the smallest one also covers everything
+// below it, the largest everything above), and likewise for contexts. MAC is chosen at
+// expected hit rates >= the bucket's break-even; a bucket whose break-even is "ambiguous" or
+// "never" keeps MAC's config in the table but no min_hit_rate, so the engine runs full
+// attention there: a tuned table never loses to the baseline on the tuner's own evidence.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+#include "schedules/dispatch_table.h"
+#include "tuner/decide.h"
+#include "tuner/store_io.h"
+
+namespace mactune::tuner {
+
+struct Decided {
+  Selection selection;
+  DeviceFingerprint device;
+  LoadedPairs loaded;
+  std::vector<BucketDecision> decisions;
+};
+
+// Decides every bucket of the selection (incumbents = the stored best configs), without
+// writing anything (a read-only database). InputError when there is nothing to decide.
+Decided decide_only(const db::Store& store, const Selection& sel, double tie_tolerance);
+// The same, and writes the decisions back (best_configs, break_even).
+Decided decide_and_store(db::Store& store, const Selection& sel, double tie_tolerance);
+
+// The dispatch table of a decision set.
+sched::DispatchTable make_table(const Decided& d, const std::string& source_database);
+
+// Launch parameters text ("threads=0,chunk_tokens=256") as table params (integers, reals,
+// booleans, strings).
+sched::Params params_of(const std::string& text);
+
+// Writes the table (JSON, atomically) and, when `header` is not empty, its C++ header; then
+// reads the JSON back through the schedules loader with this machine's checks when the table
+// is for this machine. Returns "" or the loader's refusal (a bug: the caller reports it).
+std::string write_dispatch(const sched::DispatchTable& table, const std::string& json_path,
+                           const std::string& header_path, const DeviceFingerprint& here);
+
+}  // namespace mactune::tuner

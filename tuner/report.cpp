@@ -1,0 +1,234 @@
+#include "tuner/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "kernels/error.h"
+#include "tuner/expr.h"
+#include "tuner/tune.h"
+
+namespace mactune::tuner {
+namespace {
+
+std::string mark(Verdict v) {
+  switch (v) {
+    case Verdict::faster:
+      return "✓";
+    case Verdict::slower:
+      return "✗";
+    case Verdict::tie:
+      return "≈";
+  }
+  return "?";
+}
+
+std::string x2(double v) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(v < 10 ? 2 : 1) << v << 'x';
+  return o.str();
+}
+
+std::string break_even_text(const BreakEven& be) {
+  return be.hit_rate ? format_number(*be.hit_rate) : be.status;
+}
+
+std::map<std::string, std::vector<BucketDecision>> by_shape(const std::vector<BucketDecision>& ds) {
+  std::map<std::string, std::vector<BucketDecision>> out;
+  for (const auto& d : ds) out[d.bucket.shape_key()].push_back(d);
+  for (auto& [shape, list] : out)  // tables read context by context
+    std::stable_sort(list.begin(), list.end(),
+                     [](const BucketDecision& a, const BucketDecision& b) {
+                       return std::pair(a.bucket.context, a.bucket.batch) <
+                              std::pair(b.bucket.context, b.bucket.batch);
+                     });
+  return out;
+}
+
+std::set<double> hit_rates(const std::vector<BucketDecision>& ds) {
+  std::set<double> h;
+  for (const auto& d : ds)
+    for (const auto& p : d.break_even.curve) h.insert(p.hit_rate);
+  return h;
+}
+
+const CurvePoint* at(const BucketDecision& d, double h) {
+  for (const auto& p : d.break_even.curve)
+    if (p.hit_rate == h) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
+  svg::Chart c;
+  c.title =
+      "MAC speedup over full attention: " + (ds.empty() ? std::string() : ds[0].bucket.shape_key());
+  c.x_label = "batch";
+  c.y_label = "speedup (full / MAC)";
+  c.x_scale = svg::Scale::log2;
+  c.y_scale = svg::Scale::log10;
+  std::map<int, std::vector<const BucketDecision*>> by_context;
+  for (const auto& d : ds) by_context[d.bucket.context].push_back(&d);
+  const auto hs = hit_rates(ds);
+  for (const auto& [ctx, list] : by_context) {
+    svg::Panel p;
+    p.title = "context " + svg::tick_label(ctx);
+    p.hlines = {1.0};
+    for (double h : hs) {
+      svg::Series s;
+      s.label = "hit rate " + format_number(h);
+      std::map<int, double> pts;
+      for (const BucketDecision* d : list)
+        if (const CurvePoint* cp = at(*d, h)) pts[d->bucket.batch] = cp->speedup;
+      for (const auto& [b, v] : pts) {
+        s.x.push_back(b);
+        s.y.push_back(v);
+      }
+      p.series.push_back(std::move(s));
+    }
+    c.panels.push_back(std::move(p));
+  }
+  return c;
+}
+
+svg::Chart break_even_chart(const std::vector<BucketDecision>& ds) {
+  svg::Chart c;
+  c.title = "Break-even hit rate: " + (ds.empty() ? std::string() : ds[0].bucket.shape_key());
+  c.x_label = "context (tokens)";
+  c.y_label = "break-even hit rate";
+  c.x_scale = svg::Scale::log2;
+  c.y_min = 0;
+  c.y_max = 1.05;  // room above 1 for the hollow "ambiguous" / "never" markers
+  c.columns = 1;
+  svg::Panel p;
+  p.title = "hollow: ambiguous / never";
+  std::map<int, svg::Series> by_batch;
+  for (const auto& d : ds) {
+    svg::Series& s = by_batch[d.bucket.batch];
+    s.label = "batch " + std::to_string(d.bucket.batch);
+    if (d.break_even.hit_rate) {
+      s.x.push_back(d.bucket.context);
+      s.y.push_back(*d.break_even.hit_rate);
+    } else {
+      s.off_scale.emplace_back(d.bucket.context, d.break_even.status);
+    }
+  }
+  for (auto& [b, s] : by_batch) p.series.push_back(std::move(s));
+  c.panels.push_back(std::move(p));
+  return c;
+}
+
+std::string report_markdown(const Decided& d, const std::string& source) {
+  std::ostringstream o;
+  o << "# mactune report: " << d.device.name << "\n\n";
+  o << "- device: " << d.device.backend << ", " << d.device.name << " (" << d.device.compute_units
+    << " units, " << d.device.arch << (d.device.runtime.empty() ? "" : ", " + d.device.runtime)
+    << "), fingerprint `" << d.device.digest() << "`\n";
+  o << "- source: `" << source << "`, build row " << d.selection.build_id << ", timer `"
+    << d.selection.policy << "`, " << (d.selection.cold ? "cold" : "hot") << " caches\n";
+  o << "- points: " << d.loaded.pairs.size() << " complete (MAC + baseline)";
+  if (d.loaded.incomplete) o << ", " << d.loaded.incomplete << " incomplete";
+  if (d.loaded.failed) o << ", " << d.loaded.failed << " failed rows";
+  if (d.loaded.split_runs) o << ", " << d.loaded.split_runs << " pairs split across runs";
+  o << "\n- speedup = full median / MAC median, both measured interleaved in one run. ✓ MAC "
+       "clearly faster (its q3 < the baseline's q1), ✗ clearly slower, ≈ too close to call. "
+       "Break-even: the smallest hit rate from which MAC is clearly faster at every measured "
+       "hit rate above it.\n\n";
+  for (const auto& [shape, ds] : by_shape(d.decisions)) {
+    const auto hs = hit_rates(ds);
+    o << "## " << shape << "\n\n";
+    o << "![speedup](speedup_" << shape << ".svg)\n\n![break-even](breakeven_" << shape
+      << ".svg)\n\n";
+    o << "### Speedup of the chosen MAC config\n\n| context | batch |";
+    for (double h : hs) o << " hit " << format_number(h) << " |";
+    o << " break-even |\n|---:|---:|";
+    for (std::size_t i = 0; i < hs.size(); ++i) o << "---:|";
+    o << "---|\n";
+    for (const auto& b : ds) {
+      o << "| " << b.bucket.context << " | " << b.bucket.batch << " |";
+      for (double h : hs) {
+        const CurvePoint* p = at(b, h);
+        o << ' ' << (p ? x2(p->speedup) + " " + mark(p->verdict) : "") << " |";
+      }
+      o << ' ' << break_even_text(b.break_even) << " |\n";
+    }
+    o << "\n### Best configurations (tie tolerance: incumbent, then simpler)\n\n"
+      << "| context | batch | MAC instance | launch | MAC settings | score | ties | why | full "
+         "instance | launch | full median |\n|---:|---:|---|---|---|---:|---:|---|---|---|---:|\n";
+    for (const auto& b : ds)
+      o << "| " << b.bucket.context << " | " << b.bucket.batch << " | " << b.mac.instance << " | "
+        << b.mac.params << " | " << b.mac.mac_settings << " | " << std::fixed
+        << std::setprecision(3) << b.mac.score << " | " << b.mac.ties.size() << " | "
+        << b.mac.reason << " | " << b.full.instance << " | " << b.full.params << " | "
+        << b.full.score * 1e3 << " ms |\n";
+    // The smallest context at which MAC wins, per batch and hit rate.
+    std::map<int, std::map<double, int>> min_ctx;
+    for (const auto& b : ds)
+      for (const auto& p : b.break_even.curve)
+        if (p.verdict == Verdict::faster) {
+          auto [it, fresh] = min_ctx[b.bucket.batch].try_emplace(p.hit_rate, b.bucket.context);
+          if (!fresh) it->second = std::min(it->second, b.bucket.context);
+        }
+    o << "\n### Smallest measured context at which MAC is clearly faster\n\n| batch |";
+    for (double h : hs) o << " hit " << format_number(h) << " |";
+    o << "\n|---:|";
+    for (std::size_t i = 0; i < hs.size(); ++i) o << "---:|";
+    o << '\n';
+    std::set<int> batches;
+    for (const auto& b : ds) batches.insert(b.bucket.batch);
+    for (int bt : batches) {
+      o << "| " << bt << " |";
+      for (double h : hs) {
+        const auto& m = min_ctx[bt];
+        o << ' ' << (m.count(h) ? std::to_string(m.at(h)) : "never") << " |";
+      }
+      o << '\n';
+    }
+    o << '\n';
+  }
+  return o.str();
+}
+
+std::vector<std::string> write_report(const db::Store& store, const Decided& d,
+                                      const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) input_error(dir, ": cannot create the report directory: ", ec.message());
+  std::vector<std::string> written;
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out) input_error(path, ": cannot write the report file");
+    written.push_back(path);
+  };
+  write("report.md", report_markdown(d, store.path()));
+  for (const auto& [shape, ds] : by_shape(d.decisions)) {
+    write("speedup_" + shape + ".svg", svg::render(speedup_chart(ds)));
+    write("breakeven_" + shape + ".svg", svg::render(break_even_chart(ds)));
+  }
+  return written;
+}
+
+std::string summary_table(const std::vector<BucketDecision>& ds) {
+  std::ostringstream o;
+  o << "| bucket | MAC config | full config | speedup by hit rate | break-even |\n"
+    << "|---|---|---|---|---|\n";
+  for (const auto& d : ds) {
+    o << "| " << d.bucket.key() << " | " << d.mac.params << " K=" << d.mac.K << " r=" << d.mac.r
+      << " | " << d.full.params << " |";
+    for (const auto& p : d.break_even.curve)
+      o << ' ' << format_number(p.hit_rate) << ':' << x2(p.speedup) << mark(p.verdict);
+    o << " | " << break_even_text(d.break_even) << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace mactune::tuner

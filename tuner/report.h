@@ -1,0 +1,31 @@
+// `mactune report`: a decision set as markdown with SVG plots.
+//
+//   DIR/report.md                  the tables: per shape and context, the speedup of the chosen
+//                                  MAC config over full attention at each batch and hit rate,
+//                                  the break-even per bucket, the best configs, the smallest
+//                                  context at which MAC wins
+//   DIR/speedup_<shape>.svg        speedup vs batch, one panel per context, one line per hit
+//                                  rate, log scales, a dashed 1x line
+//   DIR/breakeven_<shape>.svg      break-even hit rate vs context, one line per batch;
+//                                  hollow markers at the top for "ambiguous" and "never"
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+#include "tuner/emit.h"
+#include "tuner/svg.h"
+
+namespace mactune::tuner {
+
+// Writes the report into `dir` (created); returns the paths written.
+std::vector<std::string> write_report(const db::Store& store, const Decided& d,
+                                      const std::string& dir);
+
+// The pieces, pure (tested).
+std::string report_markdown(const Decided& d, const std::string& source);
+svg::Chart speedup_chart(const std::vector<BucketDecision>& shape_decisions);
+svg::Chart break_even_chart(const std::vector<BucketDecision>& shape_decisions);
+
+}  // namespace mactune::tuner
