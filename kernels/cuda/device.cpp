@@ -28,8 +28,15 @@ const GpuStatus& gpu_status() {
     const cudaError_t e = cudaGetDeviceCount(&s.count);
     if (e != cudaSuccess) {
       s.count = 0;
-      s.why_not =
-          std::string("no usable CUDA device: cudaGetDeviceCount: ") + cudaGetErrorString(e);
+      int runtime = 0;
+      cudaRuntimeGetVersion(&runtime);
+      if (e == cudaErrorInsufficientDriver)
+        s.why_not = "no CUDA driver, or one older than the CUDA " + std::to_string(runtime / 1000) +
+                    "." + std::to_string(runtime % 1000 / 10) + " runtime this binary carries";
+      else if (e == cudaErrorNoDevice)
+        s.why_not = "no CUDA device";
+      else
+        s.why_not = std::string("cudaGetDeviceCount failed: ") + cudaGetErrorString(e);
       cudaGetLastError();  // not sticky: leave no error behind
       return s;
     }

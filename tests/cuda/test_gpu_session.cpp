@@ -1,0 +1,177 @@
+// cuda::Session behaviour beyond the numerics (label gpu; Skipped without a GPU): graph
+// replay, asynchronous steps and device timing, repeatable steps, synthetic prefill with
+// forced quotas, and input errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gpu_harness.h"
+#include "kernels/cuda/registry.h"
+
+namespace mactune::cuda::testing {
+namespace {
+
+SessionOptions options(bool graph) {
+  const AttendInstance& a = attend_instances().front();
+  SessionOptions o;
+  o.shape.batch = 4;
+  o.shape.kv_heads = 2;
+  o.shape.q_heads = 2 * std::min(4, a.config.group);
+  o.shape.head_dim = a.config.head_dim;
+  o.shape.kv_dtype = a.config.kv_dtype;
+  o.shape.page_size = 16;
+  o.mac.ring_capacity = 32;
+  o.mac.band = 6;
+  o.mac.min_context = 10;
+  o.engine.graph = graph;
+  o.engine.poison = true;
+  o.max_context = 4096;
+  return o;
+}
+
+// The same steps eagerly and as graph replays give bit-identical results.
+TEST(SessionCuda, GraphReplayEqualsEagerSteps) {
+  MACTUNE_REQUIRE_GPU();
+  Session eager(options(false)), graph(options(true));
+  Inputs in(eager.options().shape, 6, 17);
+  for (int r = 0; r < 3; ++r) {
+    eager.add_request();
+    graph.add_request();
+  }
+  for (int t = 0; t < 40; ++t) {
+    const std::vector<int> ids = t % 3 ? std::vector<int>{0, 1, 2} : std::vector<int>{2, 0};
+    std::vector<float> q, k, v;
+    for (int id : ids) in.next(id, q, k, v);
+    const Session::Result a = eager.step(ids, q, k, v);
+    const Session::Result& b = graph.step(ids, q, k, v);
+    ASSERT_EQ(a.out.size(), b.out.size());
+    ASSERT_EQ(std::memcmp(a.out.data(), b.out.data(), a.out.size() * sizeof(float)), 0)
+        << "step " << t;
+    for (std::size_t h = 0; h < a.decisions.size(); ++h)
+      ASSERT_TRUE(same_decision(a.decisions[h], b.decisions[h])) << "step " << t;
+  }
+}
+
+TEST(SessionCuda, AsyncStepsAreTimedOnTheDevice) {
+  MACTUNE_REQUIRE_GPU();
+  SessionOptions o = options(false);
+  o.engine.time_phases = true;
+  Session s(o);
+  const int id = s.add_request();
+  s.prefill_synthetic(id, 1000, 5);
+  Inputs in(o.shape, 6, 3);
+  std::vector<float> q, k, v;
+  in.next(0, q, k, v);
+  const int ids[] = {id};
+  s.step_async(ids, q, k, v);
+  EXPECT_THROW(s.step_async(ids, q, k, v), InputError);  // the first is not waited for
+  const Session::Result& r = s.wait();
+  EXPECT_EQ(s.length(id), 1001);
+  EXPECT_GT(s.last_step_ms(), 0.0);
+  const auto phases = s.last_phase_ms();
+  ASSERT_EQ(phases.size(), 5u);  // rope, match, plan, attend, merge
+  double sum = 0;
+  for (const auto& [phase, ms] : phases) {
+    EXPECT_GE(ms, 0.0) << phase_name(phase);
+    sum += ms;
+  }
+  EXPECT_LE(sum, s.last_step_ms() * 1.01 + 1e-3);
+  EXPECT_EQ(r.out.size(), static_cast<std::size_t>(o.shape.q_heads) * o.shape.head_dim);
+  EXPECT_GE(s.last_items(), o.shape.kv_heads);
+  EXPECT_LE(s.last_items(), s.plan_budget());
+}
+
+// advance = false: the same step again gives the same answer (nothing it reads moved).
+TEST(SessionCuda, RepeatedStepWithoutAdvanceIsIdentical) {
+  MACTUNE_REQUIRE_GPU();
+  Session s(options(true));
+  const int id = s.add_request();
+  s.prefill_synthetic(id, 600, 11);
+  Inputs in(s.options().shape, 6, 4);
+  std::vector<float> q, k, v;
+  in.next(0, q, k, v);
+  const int ids[] = {id};
+  const std::vector<float> first = s.step(ids, q, k, v, false).out;
+  for (int i = 0; i < 3; ++i) {
+    const Session::Result& again = s.step(ids, q, k, v, false);
+    ASSERT_EQ(std::memcmp(first.data(), again.out.data(), first.size() * sizeof(float)), 0);
+  }
+  EXPECT_EQ(s.length(id), 600);
+}
+
+// A synthetic prefill makes every ring entry valid: forced hits meet their quota exactly, the
+// outputs are finite and the KV read shrinks to the band + lag.
+TEST(SessionCuda, SyntheticPrefillWithForcedHitsMeetsTheQuota) {
+  MACTUNE_REQUIRE_GPU();
+  for (double rate : {0.0, 0.5, 1.0}) {
+    SessionOptions o = options(false);
+    o.mac.ring_capacity = 256;
+    o.mac.band = 64;
+    o.mac.min_context = 512;
+    o.forced.enabled = true;
+    o.forced.hit_rate = rate;
+    o.forced.lag = {LagKind::uniform, 1, 64};
+    Session s(o);
+    std::vector<int> ids;
+    for (int r = 0; r < 3; ++r) {
+      ids.push_back(s.add_request());
+      s.prefill_synthetic(ids.back(), 3000 + 100 * r, 7 + r);
+    }
+    Inputs in(o.shape, o.mac.band, 8);
+    for (int t = 0; t < 4; ++t) {
+      std::vector<float> q, k, v;
+      for (int id : ids) in.next(id, q, k, v);
+      const Session::Result& r = s.step(ids, q, k, v);
+      for (float x : r.out) ASSERT_TRUE(std::isfinite(x));
+      const int units = static_cast<int>(ids.size()) * o.shape.q_heads;
+      EXPECT_EQ(r.stats.hit_heads, forced_quota(rate, units)) << "rate " << rate;
+      if (rate == 1.0) {
+        EXPECT_GT(r.stats.skip_ratio(), 0.9);
+      } else if (rate == 0.0) {
+        EXPECT_EQ(r.stats.skip_ratio(), 0.0);
+      }
+    }
+  }
+}
+
+TEST(SessionCuda, BadStepsAreInputErrors) {
+  MACTUNE_REQUIRE_GPU();
+  SessionOptions o = options(false);
+  o.max_context = 8;
+  Session s(o);
+  const int id = s.add_request();
+  const std::size_t nq = static_cast<std::size_t>(o.shape.q_heads) * o.shape.head_dim;
+  const std::size_t nk = static_cast<std::size_t>(o.shape.kv_heads) * o.shape.head_dim;
+  std::vector<float> q(nq, 0.5f), k(nk, 0.5f), v(nk, 0.5f);
+  const int twice[] = {id, id};
+  std::vector<float> q2(2 * nq, 0.5f), k2(2 * nk, 0.5f), v2(2 * nk, 0.5f);
+  EXPECT_THROW(s.step(twice, q2, k2, v2), InputError);
+  const int ids[] = {id};
+  EXPECT_THROW(s.step(ids, q2, k, v), InputError);
+  const int unknown[] = {3};
+  EXPECT_THROW(s.step(unknown, q, k, v), InputError);
+  for (int t = 0; t < 8; ++t) s.step(ids, q, k, v);
+  EXPECT_THROW(s.step(ids, q, k, v), InputError);  // max_context reached
+  SessionOptions gate = options(false);
+  gate.mac.accept_eps = 0.5;
+  EXPECT_THROW(Session{gate}, InputError);
+  SessionOptions f32 = options(false);
+  f32.shape.kv_dtype = DType::f32;
+  EXPECT_THROW(Session{f32}, InputError);
+}
+
+TEST(SessionCuda, FingerprintNamesTheDevice) {
+  MACTUNE_REQUIRE_GPU();
+  const DeviceFingerprint f = device_fingerprint(0);
+  EXPECT_EQ(f.backend, "cuda");
+  EXPECT_FALSE(f.name.empty());
+  EXPECT_GT(f.compute_units, 0);
+  EXPECT_GT(f.memory_mib, 0);
+  EXPECT_EQ(f.arch.rfind("sm_", 0), 0u);
+  EXPECT_NE(f.runtime.find("runtime"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mactune::cuda::testing

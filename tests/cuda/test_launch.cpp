@@ -1,0 +1,286 @@
+// Host-side logic of the CUDA backend, tested on every machine: launch math, the device
+// planner's chunk search, canonical names, the generated registry and the GPU status.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/config.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/registry.h"
+#include "kernels/cuda/session.h"
+#include "kernels/plan.h"
+
+namespace mactune::cuda {
+namespace {
+
+TEST(CudaLaunch, AttendSharedMemoryOfTheDefaultConfig) {
+  const AttendConfig c{128, 8, 64, 2, DType::bf16};
+  EXPECT_EQ(attend_q_bytes(c), 8192u);                 // hi + lo halves, [16][128] x 2 bytes
+  EXPECT_EQ(attend_pipeline_bytes(c), 65536u);         // 2 stages x 64 tokens x (K + V) x 256 B
+  EXPECT_EQ(attend_scratch_bytes(c), 16896u);          // 4 warps x 8 rows x 128 fp32 + (max, sum)
+  EXPECT_EQ(attend_smem_bytes(c), 8192u + 65536u);     // the epilogue reuses the K/V ring
+  EXPECT_EQ(227u * 1024u / attend_smem_bytes(c), 3u);  // three CTAs an SM on sm_90
+  // D = 256: warps pair up over the dims, so the scratch holds 2 token parts, not 4.
+  const AttendConfig wide{256, 16, 64, 2, DType::f16};
+  EXPECT_EQ(attend_dim_parts(wide), 2);
+  EXPECT_EQ(attend_scratch_bytes(wide), 2u * 16 * 256 * 4 + 2u * 16 * 2 * 4);
+}
+
+TEST(CudaLaunch, ConfigErrorsNameTheField) {
+  EXPECT_TRUE(config_error(AttendConfig{}).empty());
+  EXPECT_NE(config_error(AttendConfig{96, 8, 64, 2, DType::bf16}).find("head_dim"),
+            std::string_view::npos);
+  EXPECT_NE(config_error(AttendConfig{128, 17, 64, 2, DType::bf16}).find("group"),
+            std::string_view::npos);
+  EXPECT_NE(config_error(AttendConfig{128, 8, 32, 2, DType::bf16}).find("tile_tokens"),
+            std::string_view::npos);
+  EXPECT_NE(config_error(AttendConfig{128, 8, 64, 1, DType::bf16}).find("stages"),
+            std::string_view::npos);
+  EXPECT_NE(config_error(AttendConfig{128, 8, 64, 2, DType::f32}).find("kv_dtype"),
+            std::string_view::npos);
+  EXPECT_NE(config_error(MatchConfig{100, false, DType::bf16}).find("head_dim"),
+            std::string_view::npos);
+}
+
+TEST(CudaLaunch, GridsAndCapacity) {
+  EXPECT_EQ(attend_budget(3, 132), 396);
+  EXPECT_EQ(attend_budget(0, 132), 132);         // at least one CTA an SM
+  EXPECT_EQ(attend_capacity(64 * 4, 396), 512);  // 2 items a group when even that overflows
+  EXPECT_EQ(attend_capacity(16 * 4, 396), 396);
+  EXPECT_EQ(attend_grid(512, 396), 396);
+  EXPECT_EQ(attend_grid(10, 396), 10);
+  EXPECT_EQ(merge_grid(32), 8);
+  EXPECT_EQ(merge_grid(33), 9);
+}
+
+TEST(CudaLaunch, MatchTilesFillTheGpuWithWholePasses) {
+  for (bool probe : {false, true})
+    for (int D : {64, 128, 256}) {
+      const MatchConfig c{D, probe, DType::bf16};
+      const int pass = match_rows_per_pass(c);
+      EXPECT_EQ(pass, kMatchWarps * (32 / (D / 8)) * (probe ? 2 : 1));
+      for (int K : {64, 512, 1024, 4096})
+        for (long long heads : {32LL, 256LL, 2048LL}) {
+          const long long resident = 132LL * 5;
+          const int cand = match_candidates_per_cta(c, heads, K, resident);
+          EXPECT_EQ(cand % pass, 0);
+          const long long ctas = heads * match_tiles(K, cand);
+          if (cand > pass) {
+            EXPECT_GE(ctas, resident) << "D " << D << " K " << K;
+          }
+          // The next larger size would leave resident slots empty (or exceed the ring).
+          if (2 * cand < K) {
+            EXPECT_LT(heads * match_tiles(K, 2 * cand), resident) << "K " << K << " h " << heads;
+          }
+        }
+    }
+  // Batch 1, 32 heads, K = 1024: the smallest tiles, 32 a head, 1024 CTAs.
+  const MatchConfig c{128, false, DType::bf16};
+  EXPECT_EQ(match_candidates_per_cta(c, 32, 1024, 132 * 5), 32);
+}
+
+// Random span sets: skewed begins, hits and misses, contexts up to 256K.
+std::vector<GroupSpan> random_spans(std::mt19937_64& rng, int n) {
+  std::vector<GroupSpan> g(static_cast<std::size_t>(n));
+  std::uniform_int_distribution<int> ctx(1, 1 << 18), band(1, 1024), lag(1, 4096);
+  std::bernoulli_distribution hit(0.5);
+  for (int i = 0; i < n; ++i) {
+    GroupSpan& s = g[static_cast<std::size_t>(i)];
+    s.kv_len = ctx(rng);
+    s.cache_end = std::max(s.kv_len - band(rng), 0);
+    s.begin = hit(rng) ? std::max(s.cache_end - lag(rng), 0) : 0;
+    s.batch_index = i;
+  }
+  return g;
+}
+
+TEST(CudaPlanner, KaryChunkSearchEqualsChooseChunk) {
+  std::mt19937_64 rng(42);
+  for (int trial = 0; trial < 150; ++trial) {
+    const int n = std::uniform_int_distribution<int>(0, 160)(rng);
+    const auto spans = random_spans(rng, n);
+    const int budget = std::uniform_int_distribution<int>(1, 2000)(rng);
+    const int min_chunk = std::uniform_int_distribution<int>(0, 2048)(rng);
+    const std::int32_t want = choose_chunk(spans.data(), n, budget, min_chunk);
+    for (int fanout : {2, 3, 7, kPlanFanout})
+      ASSERT_EQ(choose_chunk_kary(spans.data(), n, budget, min_chunk, fanout), want)
+          << "trial " << trial << " n " << n << " budget " << budget << " fanout " << fanout;
+  }
+}
+
+TEST(CudaPlanner, KarySearchTakesFewRounds) {
+  // 32 probes a round shrink [lo, hi] ~31x: a 2^18-token range needs at most 5 rounds.
+  std::mt19937_64 rng(3);
+  const auto spans = random_spans(rng, 256);
+  std::int32_t longest = 1;
+  for (const GroupSpan& g : spans) longest = std::max(longest, longest_segment(g));
+  ChunkSearch s = chunk_search_begin(longest, 1);
+  int rounds = 0;
+  while (!s.done) {
+    int first = -1;
+    for (int i = 0; i < kPlanFanout && first < 0; ++i)
+      if (plan_item_count(spans.data(), 256, chunk_search_probe(s, i, kPlanFanout)) <= 396)
+        first = i;
+    chunk_search_update(s, first, kPlanFanout);
+    ++rounds;
+  }
+  EXPECT_LE(rounds, 5);
+  EXPECT_EQ(s.result, choose_chunk(spans.data(), 256, 396, 1));
+}
+
+// emit_plan per group at prefix-sum offsets (what the device planner does) equals one
+// emit_plan over all groups, once the group index and merge ranges are rebased.
+TEST(CudaPlanner, PerGroupEmissionEqualsWholePlan) {
+  std::mt19937_64 rng(9);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = std::uniform_int_distribution<int>(1, 64)(rng);
+    const auto spans = random_spans(rng, n);
+    const Plan whole = make_simple_plan(spans, 396, 128);
+    std::vector<WorkItem> items(whole.items.size());
+    std::vector<GroupItems> merge(spans.size());
+    std::int32_t offset = 0;
+    for (int gi = 0; gi < n; ++gi) {
+      GroupItems mp;
+      const std::int32_t cap = static_cast<std::int32_t>(items.size()) - offset;
+      const std::int32_t wrote = emit_plan(&spans[static_cast<std::size_t>(gi)], 1, whole.chunk,
+                                           items.data() + offset, &mp, cap);
+      ASSERT_GE(wrote, 0);
+      for (int k = offset; k < offset + wrote; ++k) items[static_cast<std::size_t>(k)].group = gi;
+      merge[static_cast<std::size_t>(gi)] = {mp.first + offset, mp.split + offset,
+                                             mp.last + offset};
+      offset += wrote;
+    }
+    ASSERT_EQ(offset, static_cast<std::int32_t>(whole.items.size()));
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      EXPECT_EQ(items[k].group, whole.items[k].group);
+      EXPECT_EQ(items[k].kv_begin, whole.items[k].kv_begin);
+      EXPECT_EQ(items[k].kv_end, whole.items[k].kv_end);
+    }
+    for (std::size_t g = 0; g < merge.size(); ++g) {
+      EXPECT_EQ(merge[g].first, whole.groups[g].first);
+      EXPECT_EQ(merge[g].split, whole.groups[g].split);
+      EXPECT_EQ(merge[g].last, whole.groups[g].last);
+    }
+  }
+}
+
+TEST(CudaNames, CanonicalNamesRoundTrip) {
+  const AttendConfig a{128, 4, 64, 2, DType::bf16};
+  EXPECT_EQ(instance_name(a), "attend_cuda_hd128_g4_t64_s2_bf16");
+  EXPECT_EQ(parse_attend_name(instance_name(a)), a);
+  const FullConfig f{64, 16, 128, 3, DType::f16};
+  EXPECT_EQ(instance_name(f), "full_cuda_hd64_g16_t128_s3_f16");
+  EXPECT_EQ(parse_full_name(instance_name(f)), f);
+  const MatchConfig m{256, true, DType::f16};
+  EXPECT_EQ(instance_name(m), "match_cuda_hd256_p1_f16");
+  EXPECT_EQ(parse_match_name(instance_name(m)), m);
+  EXPECT_EQ(instance_name(MergeConfig{64}), "merge_cuda_hd64");
+  EXPECT_EQ(parse_merge_name("merge_cuda_hd64"), MergeConfig{64});
+  EXPECT_EQ(config_string(a), "head_dim=128,group=4,tile_tokens=64,stages=2,kv_dtype=bf16");
+  for (const char* bad : {"attend_cuda_hd128_g4_t64_s2", "attend_cuda_hd128_g4_t64_s2_bf17",
+                          "attend_cpu_hd128_g4_t64_s2_bf16", "attend_cuda_hd0128_g4_t64_s2_bf16",
+                          "full_cuda_hd128_g4_t64_s2_bf16_x", ""})
+    EXPECT_FALSE(parse_attend_name(bad).has_value()) << bad;
+  EXPECT_FALSE(parse_match_name("match_cuda_hd128_p2_bf16").has_value());
+  EXPECT_FALSE(parse_merge_name("merge_cuda_hd128_bf16").has_value());
+}
+
+// A name matches the build's MACTUNE_KERNEL_FILTER globs (the CMake side turned them into a
+// regex; this is an independent glob matcher).
+bool glob_match(std::string_view pat, std::string_view s) {
+  if (pat.empty()) return s.empty();
+  if (pat[0] == '*')
+    return glob_match(pat.substr(1), s) || (!s.empty() && glob_match(pat, s.substr(1)));
+  return !s.empty() && (pat[0] == '?' || pat[0] == s[0]) && glob_match(pat.substr(1), s.substr(1));
+}
+
+TEST(CudaRegistry, NamesAreCanonicalUniqueAndFiltered) {
+  const std::vector<InstanceInfo> all = instances();
+  ASSERT_FALSE(all.empty()) << "no CUDA instance was built";
+  EXPECT_EQ(all.size(), static_cast<std::size_t>(MACTUNE_TEST_INSTANCE_COUNT));
+  std::set<std::string> names;
+  for (const InstanceInfo& i : all) {
+    EXPECT_TRUE(names.insert(i.name).second) << "duplicate " << i.name;
+    EXPECT_EQ(i.backend, "cuda");
+    EXPECT_EQ(i.name.rfind(i.family + "_cuda_", 0), 0u) << i.name;
+  }
+  for (const auto& i : attend_instances()) {
+    EXPECT_EQ(i.name, instance_name(i.config));
+    EXPECT_TRUE(config_error(i.config).empty()) << i.name;
+  }
+  for (const auto& i : full_instances()) EXPECT_EQ(i.name, instance_name(i.config));
+  for (const auto& i : match_instances()) EXPECT_EQ(i.name, instance_name(i.config));
+  for (const auto& i : merge_instances()) EXPECT_EQ(i.name, instance_name(i.config));
+  EXPECT_FALSE(attend_instances().empty());
+  EXPECT_FALSE(merge_instances().empty());
+  std::string filter(kernel_filter());
+  std::replace(filter.begin(), filter.end(), ';', ',');
+  EXPECT_EQ(filter, MACTUNE_TEST_KERNEL_FILTER);
+  if (!filter.empty()) {
+    std::vector<std::string> globs;
+    std::stringstream in(filter);
+    for (std::string g; std::getline(in, g, ',');) globs.push_back(g);
+    for (const std::string& n : names)
+      EXPECT_TRUE(std::any_of(globs.begin(), globs.end(),
+                              [&](const std::string& g) { return glob_match(g, n); }))
+          << n << " is outside the filter " << filter;
+  }
+}
+
+TEST(CudaRegistry, CanImplementSaysWhyNot) {
+  const AttendInstance& a = attend_instances().front();
+  Problem p;
+  p.head_dim = a.config.head_dim;
+  p.kv_dtype = a.config.kv_dtype;
+  p.q_heads = 8 * a.config.group;
+  p.kv_heads = 8;
+  EXPECT_EQ(a.can_implement(p), "");
+  p.q_heads = 8;  // G = 1 runs padded
+  EXPECT_EQ(a.can_implement(p), "");
+  Problem wide = p;
+  wide.q_heads = 8 * (a.config.group + 1);
+  EXPECT_NE(a.can_implement(wide).find("group size " + std::to_string(a.config.group + 1)),
+            std::string::npos);
+  Problem d = p;
+  d.head_dim = a.config.head_dim == 64 ? 128 : 64;
+  EXPECT_NE(a.can_implement(d).find("head_dim"), std::string::npos);
+  Problem t = p;
+  t.kv_dtype = DType::f32;
+  EXPECT_NE(a.can_implement(t).find("f32"), std::string::npos);
+  Problem bad = p;
+  bad.kv_heads = 3;
+  EXPECT_FALSE(a.can_implement(bad).empty());
+  EXPECT_GT(a.workspace_bytes(p, 100), 0u);
+  EXPECT_THROW(select_attend(t), InputError);
+  EXPECT_THROW(select_attend(p, "attend_cuda_hd999_g8_t64_s2_bf16"), InputError);
+  EXPECT_EQ(&select_attend(p, a.name), &a);
+  EXPECT_EQ(find_attend(a.name), &a);
+  EXPECT_EQ(find_attend("nope"), nullptr);
+}
+
+TEST(CudaDevice, StatusIsDecidedOnceAndExplained) {
+  const GpuStatus& s = gpu_status();
+  EXPECT_EQ(&s, &gpu_status());
+  if (!s.usable) {
+    EXPECT_FALSE(s.why_not.empty());
+    SessionOptions o;
+    o.shape.kv_dtype = DType::bf16;
+    try {
+      Session session(o);
+      FAIL() << "a session was created without a usable GPU";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(s.why_not), std::string::npos) << e.what();
+    }
+  } else {
+    EXPECT_GE(s.count, 1);
+    EXPECT_EQ(device_fingerprint(0).backend, "cuda");
+  }
+}
+
+}  // namespace
+}  // namespace mactune::cuda
