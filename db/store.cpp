@@ -372,13 +372,26 @@ bool Store::has_measurement(const PointKey& p) const {
 }
 
 RecordOutcome Store::record_measurement(const Measurement& m) {
-  const PointKey& p = m.point;
-  MACTUNE_CHECK(p.device_id > 0 && p.build_id > 0 && p.instance_id > 0 && p.workload_id > 0,
-                "a measurement needs device, build, instance and workload ids");
-  check_stats(m);
-  const bool ok = m.status == PointStatus::ok;
+  return record_measurements(std::span<const Measurement>(&m, 1)).front();
+}
 
+std::vector<RecordOutcome> Store::record_measurements(std::span<const Measurement> ms) {
+  for (const Measurement& m : ms) {
+    const PointKey& p = m.point;
+    MACTUNE_CHECK(p.device_id > 0 && p.build_id > 0 && p.instance_id > 0 && p.workload_id > 0,
+                  "a measurement needs device, build, instance and workload ids");
+    check_stats(m);
+  }
+  std::vector<RecordOutcome> out;
   Transaction t(c_);
+  for (const Measurement& m : ms) out.push_back(record_locked(m));
+  t.commit();
+  return out;
+}
+
+RecordOutcome Store::record_locked(const Measurement& m) {
+  const PointKey& p = m.point;
+  const bool ok = m.status == PointStatus::ok;
   const auto existing = point_status(p);
   if (existing && (*existing == PointStatus::ok || !ok)) return RecordOutcome::kept_existing;
   if (existing) {  // a stored failure, now measured: the ok row replaces it
@@ -408,7 +421,6 @@ RecordOutcome Store::record_measurement(const Measurement& m) {
   ins.bind(24, m.started_at.empty() ? now : m.started_at);
   ins.bind(25, m.finished_at.empty() ? now : m.finished_at);
   ins.run();
-  t.commit();
   return existing ? RecordOutcome::replaced_failure : RecordOutcome::inserted;
 }
 

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -254,6 +255,10 @@ class Store {
   std::optional<PointStatus> point_status(const PointKey& p) const;
   // Stores one finished point in its own transaction (see the rules above).
   RecordOutcome record_measurement(const Measurement& m);
+  // Stores several rows in one transaction: all or none. For measurements that only mean
+  // something together (MAC and its full-attention baseline, interleaved in one run), so a
+  // kill between them cannot leave half a pair to be completed by another run.
+  std::vector<RecordOutcome> record_measurements(std::span<const Measurement> ms);
 
   std::vector<MeasurementRow> measurements(const MeasurementFilter& f) const;
   std::vector<DeviceRow> devices() const;
@@ -277,6 +282,7 @@ class Store {
  private:
   Store(std::string path, Connection c) : path_(std::move(path)), c_(std::move(c)) {}
   Id id_of(Statement& select) const;
+  RecordOutcome record_locked(const Measurement& m);  // inside an open transaction
 
   std::string path_{};
   Connection c_;

@@ -196,6 +196,27 @@ TEST(Store_Measurement, QueryReturnsKeysAndStatsExactly) {
   EXPECT_EQ(s.measurements({.device_id = k.device + 100}).size(), 0u);
 }
 
+TEST(Store_Measurement, PairIsStoredAllOrNothing) {
+  TempDir dir;
+  Store s = Store::open(dir.file("a.db"));
+  const Keys k = add_keys(s);
+  Measurement pair[2] = {ok_point(k, k.mac, k.w0, 1e-3), ok_point(k, k.full, k.w0, 2e-3)};
+  pair[1].point.instance_id = 9999;  // no such instance: the second insert fails
+  EXPECT_THROW(s.record_measurements(pair), SqliteError);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 0);
+  pair[1].point.instance_id = k.full;
+  pair[1].stats.q3_s = 0;  // inconsistent: refused before anything is written
+  EXPECT_THROW(s.record_measurements(pair), Error);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 0);
+  pair[1] = ok_point(k, k.full, k.w0, 2e-3);
+  const auto outcomes = s.record_measurements(pair);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0], RecordOutcome::inserted);
+  EXPECT_EQ(outcomes[1], RecordOutcome::inserted);
+  EXPECT_EQ(s.record_measurements(pair)[1], RecordOutcome::kept_existing);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 2);
+}
+
 TEST(Store_Measurement, InconsistentStatsAreRefusedAndNothingIsStored) {
   TempDir dir;
   Store s = Store::open(dir.file("a.db"));

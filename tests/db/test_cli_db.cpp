@@ -1,0 +1,205 @@
+// `mactune db ...` through the real binary: exit codes, one-line errors, files left intact.
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "tests/db/fixtures.h"
+
+#ifndef MACTUNE_CLI_BINARY
+#error "MACTUNE_CLI_BINARY must name the mactune executable"
+#endif
+
+namespace mactune::db {
+namespace {
+
+using testing::TempDir;
+using testing::test_build;
+using testing::test_device;
+using testing::test_instance;
+using testing::test_stats;
+using testing::test_workload;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+  int err_lines() const {
+    int n = 0;
+    for (char ch : err) n += ch == '\n';
+    return n;
+  }
+};
+
+// Runs `mactune args...` with stdout/stderr captured in `dir`; `unprivileged` drops to
+// nobody first when running as root (root ignores permission bits).
+Result mactune(const TempDir& dir, std::vector<std::string> args, bool unprivileged = false) {
+  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(120);
+    if (unprivileged && geteuid() == 0 &&
+        (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(121);
+    args.insert(args.begin(), MACTUNE_CLI_BINARY);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(MACTUNE_CLI_BINARY, argv.data());
+    _exit(122);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+}
+
+// One shard of a 2 x 4-point grid (points i with i % shards == shard).
+void write_shard(const std::string& path, int shard, int shards) {
+  Store s = Store::open(path);
+  const Id device = s.upsert_device(test_device());
+  const Id build = s.upsert_build(test_build());
+  const Id run = s.begin_run({.spec_text = "cli",
+                              .shard_index = shard,
+                              .shard_count = shards,
+                              .device_id = device,
+                              .build_id = build});
+  for (int i = 0; i < 8; ++i) {
+    if (i % shards != shard) continue;
+    Measurement m;
+    m.point = {device,
+               build,
+               s.upsert_instance(test_instance(i < 4 ? "mac" : "full")),
+               "threads=2",
+               s.upsert_workload(test_workload(1 << (i % 4), 16384, 0.9)),
+               "cpu-wall",
+               true};
+    m.run_id = run;
+    m.stats = test_stats(1e-4 * (i + 1));
+    s.record_measurement(m);
+  }
+  s.finish_run(run, RunStatus::finished);
+}
+
+void expect_one_line_error(const Result& r, const std::string& needle) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+}
+
+TEST(Db_Cli, MergeInfoExportEndToEnd) {
+  TempDir dir;
+  write_shard(dir.file("s0.db"), 0, 2);
+  write_shard(dir.file("s1.db"), 1, 2);
+  Result r =
+      mactune(dir, {"db", "merge", dir.file("s0.db"), dir.file("s1.db"), "-o", dir.file("all.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("measurements +8"), std::string::npos) << r.out;
+  r = mactune(dir, {"db", "merge", dir.file("s0.db"), dir.file("s1.db"), dir.file("all.db"), "-o",
+                    dir.file("all.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("-> " + dir.file("all.db") + ": nothing new"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("is the output itself"), std::string::npos) << r.out;
+
+  r = mactune(dir, {"db", "info", "--db", dir.file("all.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("schema    version 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measurements 8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("finished 2"), std::string::npos) << r.out;
+
+  r = mactune(dir,
+              {"db", "export", "--db", dir.file("all.db"), "--csv", "-o", dir.file("all.csv")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::istringstream csv(read_file(dir.file("all.csv")));
+  std::string line;
+  int lines = 0;
+  while (std::getline(csv, line)) ++lines;
+  EXPECT_EQ(lines, 9);  // header + 8 points
+  r = mactune(dir, {"db", "export", "--db", dir.file("all.db"), "--table", "runs"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("id,run_key,spec_hash,", 0), 0u) << r.out;
+  expect_one_line_error(
+      mactune(dir, {"db", "export", "--db", dir.file("all.db"), "--table", "bogus"}),
+      "unknown table 'bogus'");
+}
+
+TEST(Db_Cli, CorruptFileGivesOneLineExit2AndStaysUntouched) {
+  TempDir dir;
+  const std::string junk = dir.file("junk.db");
+  {
+    std::ofstream f(junk, std::ios::binary);
+    for (int i = 0; i < 8192; ++i) f.put(static_cast<char>((i * 31 + 7) & 0xff));
+  }
+  const std::string before = read_file(junk);
+  write_shard(dir.file("good.db"), 0, 1);
+  expect_one_line_error(mactune(dir, {"db", "info", "--db", junk}), junk);
+  expect_one_line_error(mactune(dir, {"db", "export", "--db", junk}), junk);
+  expect_one_line_error(mactune(dir, {"db", "merge", dir.file("good.db"), "-o", junk}), junk);
+  expect_one_line_error(mactune(dir, {"db", "merge", junk, "-o", dir.file("new.db")}), junk);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new.db")));  // inputs checked first
+  expect_one_line_error(mactune(dir, {"db", "import-nsys", dir.file("good.db"), "--db", junk}),
+                        junk);
+  EXPECT_TRUE(read_file(junk) == before) << "the corrupt file was modified";
+  expect_one_line_error(mactune(dir, {"db", "info", "--db", dir.file("none.db")}),
+                        "does not exist");
+}
+
+TEST(Db_Cli, ReadOnlyFileGivesOneLineExit2AndStaysReadable) {
+  TempDir dir;
+  write_shard(dir.file("ro.db"), 0, 1);
+  write_shard(dir.file("other.db"), 0, 1);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.file("ro.db").c_str(), 0444), 0);
+  ASSERT_EQ(chmod(dir.file("other.db").c_str(), 0444), 0);
+  // The captured stdout/stderr files must be writable by the unprivileged child.
+  for (const char* f : {"stdout.txt", "stderr.txt"}) {
+    std::ofstream(dir.file(f)).put('\n');
+    ASSERT_EQ(chmod(dir.file(f).c_str(), 0666), 0);
+  }
+  const std::string before = read_file(dir.file("ro.db"));
+  expect_one_line_error(
+      mactune(dir, {"db", "merge", dir.file("other.db"), "-o", dir.file("ro.db")}, true),
+      "is read-only");
+  expect_one_line_error(
+      mactune(dir, {"db", "import-nsys", dir.file("other.db"), "--db", dir.file("ro.db")}, true),
+      "is read-only");
+  const Result info = mactune(dir, {"db", "info", "--db", dir.file("ro.db")}, true);
+  EXPECT_EQ(info.rc, 0) << info.err;
+  EXPECT_NE(info.out.find("measurements 8"), std::string::npos) << info.out;
+  EXPECT_TRUE(read_file(dir.file("ro.db")) == before) << "the read-only file was modified";
+}
+
+TEST(Db_Cli, ImportNsysReportsCountsAndIsIdempotent) {
+  TempDir dir;
+  {
+    Store s = Store::open(dir.file("a.db"));
+    s.upsert_instance({"attend_cuda_hd128_g4_t64_s2_bf16", "cuda", "attend", "t=64"});
+  }
+  {
+    Connection c(dir.file("r.sqlite"), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    c.exec(
+        "CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);"
+        "INSERT INTO StringIds VALUES (1, 'attend_cuda_hd128_g4_t64_s2_bf16'), (2, 'memcpy');"
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER,"
+        " demangledName INTEGER, shortName INTEGER);"
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1, 9, 1, 1), (10, 12, 2, 2);");
+  }
+  Result r = mactune(dir, {"db", "import-nsys", dir.file("r.sqlite"), "--db", dir.file("a.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("2 kernels (1 linked to instances"), std::string::npos) << r.out;
+  r = mactune(dir, {"db", "import-nsys", dir.file("r.sqlite"), "--db", dir.file("a.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("already imported"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mactune::db
