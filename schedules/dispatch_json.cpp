@@ -174,8 +174,8 @@ class Reader {
 
 ordered params_json(const Params& params) {
   ordered out = ordered::object();
-  for (const auto& [key, value] : params)
-    std::visit([&out, &key](const auto& x) { out[key] = x; }, value);
+  for (const auto& param : params)  // not a structured binding: clang 14 cannot capture one
+    std::visit([&out, &param](const auto& x) { out[param.first] = x; }, param.second);
   return out;
 }
 
