@@ -88,45 +88,16 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
   MACTUNE_REQUIRE(!opt.mac_enabled || opt.mac.accept_eps >= 1.0,
                   "CUDA session: the acceptance gate (accept_eps = ", opt.mac.accept_eps,
                   " < 1) is not implemented on the GPU; use the CPU engine or accept_eps = 1");
-  const EngineConfig& e = opt.engine;
-  MACTUNE_REQUIRE(e.min_chunk >= 1, "engine min_chunk = ", e.min_chunk, " must be >= 1");
-  MACTUNE_REQUIRE(e.ctas_per_sm >= 0, "engine ctas_per_sm = ", e.ctas_per_sm, " must be >= 0");
-  MACTUNE_REQUIRE(e.match_candidates >= 0, "engine match_candidates = ", e.match_candidates,
-                  " must be >= 0");
-  MACTUNE_REQUIRE(e.device >= 0 && e.device < gpu.count, "CUDA device ", e.device,
-                  " does not exist (", gpu.count, " devices)");
-  MACTUNE_CUDA_CHECK(cudaSetDevice(e.device));
-
+  MACTUNE_REQUIRE(opt.engine.device >= 0 && opt.engine.device < gpu.count, "CUDA device ",
+                  opt.engine.device, " does not exist (", gpu.count, " devices)");
+  MACTUNE_CUDA_CHECK(cudaSetDevice(opt.engine.device));
   slots = s.batch;
   q_heads = s.q_heads;
   kv_heads = s.kv_heads;
   head_dim = s.head_dim;
   group = s.group_size();
-  merge = &select_merge(s, e.merge);
-  std::size_t smem = 0;
-  if (mac()) {
-    attend = &select_attend(s, e.attend);
-    match = &select_match(s, e.match);
-    smem = attend->smem_bytes();
-  } else {
-    full = &select_full(s, e.full);
-    smem = full->smem_bytes();
-  }
-  int smem_optin = 0;
   MACTUNE_CUDA_CHECK(
-      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, e.device));
-  MACTUNE_REQUIRE(smem <= static_cast<std::size_t>(smem_optin), "CUDA instance ",
-                  mac() ? attend->name : full->name, " needs ", smem,
-                  " bytes of shared memory; this device allows ", smem_optin);
-  MACTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, e.device));
-  if (e.ctas_per_sm > 0) {
-    ctas_per_sm = e.ctas_per_sm;
-  } else {
-    MACTUNE_CUDA_CHECK(mac() ? attend->ctas_per_sm(ctas_per_sm) : full->ctas_per_sm(ctas_per_sm));
-    MACTUNE_CHECK(ctas_per_sm >= 1, "occupancy query gave ", ctas_per_sm, " CTAs per SM");
-  }
-  budget = attend_budget(ctas_per_sm, sms);
-  capacity = attend_capacity(slots * kv_heads, budget);
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, opt.engine.device));
 
   // Paged KV pools [pages, kv_heads, page_size, D]; the page table scatters each request's
   // pages over the pool (a fixed permutation), so every run exercises the indirection.
@@ -153,23 +124,14 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
     ring_lse = detail::DeviceBuffer(heads * K * sizeof(float));
     ring_pos = detail::DeviceBuffer(static_cast<std::size_t>(slots) * K * sizeof(std::int32_t));
     MACTUNE_CUDA_CHECK(cudaMemset(ring_pos.get(), 0xff, ring_pos.bytes()));  // pos = -1
-    const int min_candidates =
-        e.match_candidates > 0 ? std::min(e.match_candidates, match_rows_per_pass(match->config))
-                               : match_rows_per_pass(match->config);
-    max_match_tiles = match_tiles(opt.mac.ring_capacity, min_candidates);
-    match_partials = detail::DeviceBuffer(heads * max_match_tiles * sizeof(MatchPartial));
     match_best = detail::DeviceBuffer(heads * sizeof(MatchPartial));
     counters = detail::DeviceBuffer(heads * sizeof(std::uint32_t));
-    MACTUNE_CUDA_CHECK(match->ctas_per_sm(match_ctas_per_sm));
   }
   q_ring = detail::DeviceBuffer(heads * head_dim * elem);
   q_rot = detail::DeviceBuffer(heads * head_dim * sizeof(float));
   const std::size_t groups = static_cast<std::size_t>(slots) * kv_heads;
   spans = detail::DeviceBuffer(groups * sizeof(GroupSpan));
   merge_plan = detail::DeviceBuffer(groups * sizeof(GroupItems));
-  items = detail::DeviceBuffer(static_cast<std::size_t>(capacity) * sizeof(WorkItem));
-  partial_o = detail::DeviceBuffer(partial_o_bytes(capacity, group, head_dim));
-  partial_lse = detail::DeviceBuffer(partial_lse_bytes(capacity, group));
   const std::size_t in_bytes = detail::in_layout(slots, q_heads, kv_heads, head_dim).bytes;
   const std::size_t out_bytes = detail::out_layout(slots, q_heads, head_dim).bytes;
   in_block = detail::DeviceBuffer(in_bytes);
@@ -184,7 +146,57 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
   for (cudaEvent_t& ev : ev_phase) MACTUNE_CUDA_CHECK(cudaEventCreate(&ev));
   lengths.assign(static_cast<std::size_t>(slots), 0);
   used.assign(static_cast<std::size_t>(slots), 0);
+  configure(opt.engine);
   MACTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// Everything that depends on the engine config: instances, the CTA budget and the buffers
+// sized by it. The KV pools, rings and positions stay.
+void Session::Impl::configure(const EngineConfig& e) {
+  MACTUNE_REQUIRE(e.min_chunk >= 1, "engine min_chunk = ", e.min_chunk, " must be >= 1");
+  MACTUNE_REQUIRE(e.ctas_per_sm >= 0, "engine ctas_per_sm = ", e.ctas_per_sm, " must be >= 0");
+  MACTUNE_REQUIRE(e.match_candidates >= 0, "engine match_candidates = ", e.match_candidates,
+                  " must be >= 0");
+  MACTUNE_REQUIRE(e.device == opt.engine.device, "engine device ", e.device,
+                  " differs from the session's ", opt.engine.device);
+  const Problem& s = opt.shape;
+  const MergeInstance* new_merge = &select_merge(s, e.merge);
+  const AttendInstance* new_attend = mac() ? &select_attend(s, e.attend) : nullptr;
+  const MatchInstance* new_match = mac() ? &select_match(s, e.match) : nullptr;
+  const FullInstance* new_full = mac() ? nullptr : &select_full(s, e.full);
+  const std::size_t smem = mac() ? new_attend->smem_bytes() : new_full->smem_bytes();
+  int smem_optin = 0;
+  MACTUNE_CUDA_CHECK(
+      cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, e.device));
+  MACTUNE_REQUIRE(smem <= static_cast<std::size_t>(smem_optin), "CUDA instance ",
+                  mac() ? new_attend->name : new_full->name, " needs ", smem,
+                  " bytes of shared memory; this device allows ", smem_optin);
+  int ctas = e.ctas_per_sm;
+  if (ctas == 0) {
+    MACTUNE_CUDA_CHECK(mac() ? new_attend->ctas_per_sm(ctas) : new_full->ctas_per_sm(ctas));
+    MACTUNE_CHECK(ctas >= 1, "occupancy query gave ", ctas, " CTAs per SM");
+  }
+  merge = new_merge;
+  attend = new_attend;
+  match = new_match;
+  full = new_full;
+  ctas_per_sm = ctas;
+  budget = attend_budget(ctas_per_sm, sms);
+  capacity = attend_capacity(slots * kv_heads, budget);
+  const std::size_t heads = static_cast<std::size_t>(slots) * q_heads;
+  if (mac()) {
+    const int pass = match_rows_per_pass(match->config);
+    const int min_candidates = e.match_candidates > 0 ? std::min(e.match_candidates, pass) : pass;
+    max_match_tiles = match_tiles(opt.mac.ring_capacity, min_candidates);
+    match_partials = detail::DeviceBuffer(heads * max_match_tiles * sizeof(MatchPartial));
+    MACTUNE_CUDA_CHECK(match->ctas_per_sm(match_ctas_per_sm));
+  }
+  items = detail::DeviceBuffer(static_cast<std::size_t>(capacity) * sizeof(WorkItem));
+  partial_o = detail::DeviceBuffer(partial_o_bytes(capacity, group, head_dim));
+  partial_lse = detail::DeviceBuffer(partial_lse_bytes(capacity, group));
+  for (auto& [n, exec] : graphs) cudaGraphExecDestroy(exec);  // they hold the old pointers
+  graphs.clear();
+  opt.engine = e;
 }
 
 Session::Impl::~Impl() {
@@ -276,6 +288,13 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   p.seed = seed;
   MACTUNE_CUDA_CHECK(launch_synthetic(p, s.stream));
   s.lengths[static_cast<std::size_t>(id)] = len;
+}
+
+void Session::set_engine(const EngineConfig& engine) {
+  MACTUNE_REQUIRE(!impl_->pending.active, "set_engine during an unfinished step");
+  MACTUNE_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
+  impl_->configure(engine);
+  MACTUNE_CUDA_CHECK(cudaDeviceSynchronize());  // the new buffers' zero fill
 }
 
 void Session::set_forced(const ForcedHits& forced) {

@@ -85,8 +85,8 @@ class Session {
 
   // One decode step for requests[0..n) (distinct ids): pre-RoPE q [n, Hq, D], k and v
   // [n, Hkv, D], fp32. Appends KV at m = length(id), runs MAC (or full attention), writes the
-  // ring entry; synchronizes before returning. advance = false leaves the positions where
-  // they were (the same step can be timed again and again).
+  // ring entry; synchronizes before returning. advance = false leaves the positions (and the
+  // forced-hit step counter) where they were: the same step can be timed again and again.
   const Result& step(std::span<const int> requests, std::span<const float> q,
                      std::span<const float> k, std::span<const float> v, bool advance = true);
   // The same, also copying the outputs into `out` [n, Hq, D] (tests poison it first).
@@ -110,7 +110,11 @@ class Session {
   // Benchmark setup without computing attention: `len` tokens of random KV (never zeros) and
   // valid, non-empty ring entries for the last K positions (random q~ and o, lse ~ ln cache_end).
   void prefill_synthetic(int id, int len, std::uint64_t seed);
+  // Changes between steps without touching the KV cache or the rings, so one prefilled session
+  // serves a sweep: the forced-hit mode, and the engine (instances and launch parameters;
+  // captured graphs are dropped). Invalid values throw InputError like the constructor.
   void set_forced(const ForcedHits& forced);
+  void set_engine(const EngineConfig& engine);
 
   // The step's main instance: the attend instance (MAC) or the full instance (baseline).
   std::string instance_name() const;

@@ -48,7 +48,8 @@ void Session::Impl::start(std::span<const int> requests, std::span<const float> 
     rows[b] = StepRow{id, m};
     pending.positions[static_cast<std::size_t>(b)] = m;
   }
-  reinterpret_cast<StepHeader*>(host + il.header)->step = steps++;
+  reinterpret_cast<StepHeader*>(host + il.header)->step = steps;
+  if (advance) ++steps;
   std::memcpy(host + il.q, q.data(), q.size_bytes());
   std::memcpy(host + il.k, k.data(), k.size_bytes());
   std::memcpy(host + il.v, v.data(), v.size_bytes());

@@ -6,6 +6,7 @@
 //      CUDA graphs, samples interleaved; device time per step from CUDA events.
 // Writes OUTDIR/results.json and OUTDIR/results.md and prints the markdown table.
 //   mactune_gpu_check OUTDIR [--quick]
+//   mactune_gpu_check --list          the instances this binary holds (no GPU needed)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -242,8 +243,13 @@ int run(const std::string& outdir, bool quick) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::cerr << "usage: mactune_gpu_check OUTDIR [--quick]\n";
+    std::cerr << "usage: mactune_gpu_check OUTDIR [--quick] | --list\n";
     return 2;
+  }
+  if (std::string(argv[1]) == "--list") {
+    for (const mactune::InstanceInfo& i : mactune::cuda::instances())
+      std::cout << i.name << " " << i.config << "\n";
+    return 0;
   }
   try {
     return mactune::cuda::run(argv[1], argc > 2 && std::string(argv[2]) == "--quick");

@@ -101,6 +101,35 @@ TEST(SessionCuda, RepeatedStepWithoutAdvanceIsIdentical) {
   EXPECT_EQ(s.length(id), 600);
 }
 
+// A new engine config (finer or coarser split-KV, another budget, graphs off) on the same
+// prefilled session gives the same answer up to fp32 summation order.
+TEST(SessionCuda, SetEngineKeepsTheCacheAndTheAnswer) {
+  MACTUNE_REQUIRE_GPU();
+  Session s(options(true));
+  const int id = s.add_request();
+  s.prefill_synthetic(id, 2000, 21);
+  Inputs in(s.options().shape, 6, 5);
+  std::vector<float> q, k, v;
+  in.next(0, q, k, v);
+  const int ids[] = {id};
+  const std::vector<float> first = s.step(ids, q, k, v, false).out;
+  const int items = s.last_items();
+  EngineConfig e = s.options().engine;
+  e.min_chunk = 16;
+  e.ctas_per_sm = 8;
+  e.graph = false;
+  s.set_engine(e);
+  const std::vector<float> again = s.step(ids, q, k, v, false).out;
+  EXPECT_GT(s.last_items(), items);  // a finer split
+  RelErr err;
+  std::vector<double> want(first.begin(), first.end());
+  err.add(again.data(), want.data(), static_cast<int>(again.size()));
+  EXPECT_LT(err.rel(), 1e-5);
+  e.ctas_per_sm = -1;
+  EXPECT_THROW(s.set_engine(e), InputError);
+  EXPECT_EQ(s.length(id), 2000);
+}
+
 // A synthetic prefill makes every ring entry valid: forced hits meet their quota exactly, the
 // outputs are finite and the KV read shrinks to the band + lag.
 TEST(SessionCuda, SyntheticPrefillWithForcedHitsMeetsTheQuota) {

@@ -111,6 +111,7 @@ struct Session::Impl {
   explicit Impl(const SessionOptions& o);
   ~Impl();
 
+  void configure(const EngineConfig& e);  // instances, budget and the buffers sized by them
   void check_id(int id) const;
   KvCache kv_cache() const;
   RingBuffers ring() const;

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU check of issue 8, in two halves:
+#
+#   scripts/gpu-check.sh --prepare [BUNDLE]   on the build machine (this repo's toolchain and
+#       Debian packages): builds the CUDA test and check binaries (static cudart, static
+#       libstdc++; no yaml-cpp/SQLite) into BUNDLE (default .gpu-bundle, git-ignored locally)
+#       and lists their shared libraries.
+#
+#   scripts/gpu-check.sh OUTDIR [BUNDLE]       on the GPU machine (CUDA driver, no packages, no
+#       network), in at most ~8 minutes: checks `ldd` first, runs the gpu tests, measures the
+#       device-to-device copy bandwidth, match time and the full vs MAC table; writes
+#       env.txt, ldd.txt, gpu-tests.{json,log}, results.{json,md} and gpu-check.log to OUTDIR.
+#
+# Copy OUTDIR/results.md into docs/gpu-results.md with the date, commit and GPU.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bins=(test_cuda_gpu test_cuda_host mactune_gpu_check)
+
+if [[ ${1:-} == --prepare ]]; then
+  set -e
+  bundle=${2:-$root/.gpu-bundle}
+  build=$root/build/gpu-bundle
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMACTUNE_BUILD_BENCH=OFF -DMACTUNE_ENABLE_CUPTI=OFF >/dev/null
+  cmake --build "$build" --target "${bins[@]}" -j "$(nproc 2>/dev/null || echo 2)"
+  mkdir -p "$bundle"
+  for b in "${bins[@]}"; do
+    cp "$build/tests/cuda/$b" "$bundle/"
+    strip --strip-debug "$bundle/$b" 2>/dev/null || true
+  done
+  {
+    echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (dirty tree)')"
+    echo "built: $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -n)"
+    echo "instances:"
+    "$bundle/mactune_gpu_check" --list | sed 's/^/  /'
+  } >"$bundle/MANIFEST"
+  case $bundle in
+    "$root"/*) rel=${bundle#"$root"/}
+       grep -qxF "/$rel/" "$root/.git/info/exclude" 2>/dev/null || echo "/$rel/" >>"$root/.git/info/exclude" ;;
+  esac
+  for b in "${bins[@]}"; do echo "== $b"; ldd "$bundle/$b"; done
+  du -sh "$bundle"
+  exit 0
+fi
+
+out=${1:?usage: scripts/gpu-check.sh OUTDIR [BUNDLE] | --prepare [BUNDLE]}
+bundle=${2:-$root/.gpu-bundle}
+mkdir -p "$out"
+status=0
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  cat "$bundle/MANIFEST" 2>/dev/null || echo "no MANIFEST in $bundle"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv 2>&1
+} | tee "$out/env.txt"
+
+# Shared libraries first: a missing one costs seconds here, not a failed run later.
+: >"$out/ldd.txt"
+for b in "${bins[@]}"; do
+  if [[ ! -x $bundle/$b ]]; then
+    echo "gpu-check: $bundle/$b is missing (run scripts/gpu-check.sh --prepare on the build machine)" >&2
+    exit 3
+  fi
+  { echo "== $b"; ldd "$bundle/$b"; } >>"$out/ldd.txt" 2>&1
+done
+if grep -q "not found" "$out/ldd.txt"; then
+  cat "$out/ldd.txt" >&2
+  echo "gpu-check: unresolved shared libraries (see $out/ldd.txt)" >&2
+  exit 3
+fi
+
+echo "== gpu tests"
+timeout 60 "$bundle/test_cuda_host" --gtest_brief=1 >"$out/host-tests.log" 2>&1 || status=1
+timeout 200 "$bundle/test_cuda_gpu" --gtest_output="json:$out/gpu-tests.json" \
+  >"$out/gpu-tests.log" 2>&1 || status=1
+grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]" "$out/gpu-tests.log" | tail -20
+
+echo "== bandwidth, match and full vs MAC"
+PYTHONUNBUFFERED=1 timeout 240 "$bundle/mactune_gpu_check" "$out" 2>&1 | tee "$out/gpu-check.log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+exit "$status"
