@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "kernels/cpu/session_impl.h"
 #include "kernels/forced.h"
@@ -76,18 +77,30 @@ Session::Impl::Impl(const SessionOptions& o)
       Hkv(o.shape.kv_heads),
       G(o.shape.group_size()),
       D(o.shape.head_dim),
-      isa(resolve_isa(o.engine.isa)),
-      kernels(kernel_set(isa, o.shape.head_dim, o.shape.kv_dtype)),
       q_scale(static_cast<float>(o.shape.scale() * 1.4426950408889634)),
-      pool(o.engine.threads),
       kv(o.shape.kv_heads, o.shape.head_dim, o.shape.kv_dtype, o.shape.page_size),
       slots(static_cast<std::size_t>(o.shape.batch)) {
   for (int i = 0; i < D / 2; ++i) inv_freq.push_back(std::pow(opt.rope_theta, -2.0 * i / D));
-  const auto T = static_cast<std::size_t>(pool.size());
+  rope.cos.resize(inv_freq.size());
+  rope.sin.resize(inv_freq.size());
+  configure_engine();
+}
+
+void Session::Impl::configure_engine() {
+  isa = resolve_isa(opt.engine.isa);
+  kernels = kernel_set(isa, D, shape.kv_dtype);
+  name = cpu::instance_name(opt.mac_enabled, isa_name(isa), D, shape.kv_dtype);
+  const int want = opt.engine.threads > 0 ? opt.engine.threads
+                                          : static_cast<int>(std::thread::hardware_concurrency());
+  if (!pool || pool->size() != std::max(want, 1)) {
+    pool.reset();  // joins the old workers first
+    pool.emplace(opt.engine.threads);
+  }
+  const auto T = static_cast<std::size_t>(pool->size());
   d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));
   qn.resize(T * static_cast<std::size_t>(D));
   merge_tmp.resize(T * 2 * static_cast<std::size_t>(D));
-  guard_fires.resize(T);
+  guard_fires.assign(T, 0);
 }
 
 Session::Impl::Request& Session::Impl::request(int id) {
@@ -186,7 +199,7 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   s.kv.reserve(r.pages, len);
   const int P = s.shape.page_size, pages = (len + P - 1) / P;
   const DType kv_dtype = s.shape.kv_dtype;
-  s.pool.run(pages, [&](int page, int) {
+  s.pool->run(pages, [&](int page, int) {
     Noise rng{detail::splitmix64(seed ^ (0x9e37ull * static_cast<std::uint64_t>(page + 1)))};
     std::vector<float> row(static_cast<std::size_t>(s.D));
     const int rows = std::min(P, len - page * P);
@@ -227,9 +240,24 @@ std::string instance_name(bool mac, std::string_view isa, int head_dim, DType kv
   return n.str();
 }
 
+void Session::set_forced(const ForcedHits& forced) {
+  SessionOptions next = impl_->opt;
+  next.forced = forced;
+  checked(next);
+  impl_->opt.forced = forced;
+}
+
+void Session::set_engine(const EngineConfig& engine) {
+  SessionOptions next = impl_->opt;
+  next.engine = engine;
+  checked(next);
+  impl_->opt.engine = engine;
+  impl_->configure_engine();
+}
+
 std::string Session::instance_name() const {
   const Impl& s = *impl_;
-  return cpu::instance_name(s.opt.mac_enabled, isa_name(s.isa), s.D, s.shape.kv_dtype);
+  return s.name;
 }
 
 const SessionOptions& Session::options() const {
@@ -241,7 +269,7 @@ std::string Session::isa() const {
 }
 
 int Session::threads() const {
-  return impl_->pool.size();
+  return impl_->pool->size();
 }
 
 RingEntryView Session::ring_entry(int id, int head, int pos) const {

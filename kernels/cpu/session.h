@@ -98,6 +98,13 @@ class Session {
   // as the algorithm has them. Deterministic in seed.
   void prefill_synthetic(int id, int len, std::uint64_t seed);
 
+  // Changes between steps, without touching the KV cache or the rings, so that one prefilled
+  // session serves a whole sweep: the forced-hit mode (the step counter of its draws is kept),
+  // and the launch parameters (a new thread count restarts the pool; a new ISA switches the
+  // kernel table and the instance name). Invalid values throw InputError like the constructor.
+  void set_forced(const ForcedHits& forced);
+  void set_engine(const EngineConfig& engine);
+
   // "mac_cpu_avx2_hd128_bf16" / "full_cpu_avx2_hd128_bf16".
   std::string instance_name() const;
   const SessionOptions& options() const;

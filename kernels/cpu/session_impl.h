@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/isa.h"
@@ -11,6 +13,7 @@
 #include "kernels/cpu/storage.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/plan.h"
+#include "kernels/rope.h"
 
 namespace mactune::cpu {
 
@@ -25,14 +28,15 @@ struct Session::Impl {
   };
 
   SessionOptions opt;
+  std::string name;  // canonical instance name, passed to the phase hooks
   Problem shape;
   MacParams mac;
   int Hq, Hkv, G, D;
   Isa isa;
   KernelSet kernels;
-  float q_scale;                 // 1/sqrt(D) * log2(e): scores leave the kernel in log2 units
-  std::vector<double> inv_freq;  // [D/2] RoPE inverse frequencies, as rope_angles computes them
-  ThreadPool pool;
+  float q_scale;                   // 1/sqrt(D) * log2(e): scores leave the kernel in log2 units
+  std::vector<double> inv_freq;    // [D/2] RoPE inverse frequencies, as rope_angles computes them
+  std::optional<ThreadPool> pool;  // optional: set_engine() may restart it
   PagedKv kv;
   std::vector<Request> slots;
   std::uint64_t steps = 0;  // step counter of the forced-hit draws (advancing steps only)
@@ -43,6 +47,8 @@ struct Session::Impl {
   std::vector<int> m_of;         // [n] position of the new token
   std::vector<float> q_rot;      // [n, Hq, D] post-RoPE, times q_scale
   std::vector<float> q_round;    // [n, Hq, D] pre-RoPE, rounded to the KV dtype
+  std::vector<float> k_rot;      // [n, Hkv, D] post-RoPE keys
+  RopeAngles rope;               // [D/2] angles of the request being rotated
   std::vector<int> starts;       // [n, Hq] first position each head attends
   std::vector<float> d2;         // [threads, K] match scratch
   std::vector<float> qn;         // [threads, D] normalized query (pick = normalized)
@@ -60,6 +66,7 @@ struct Session::Impl {
   std::vector<float> merge_tmp;  // [threads, 2 D]
   std::vector<int> guard_fires;  // [threads]
 
+  void configure_engine();  // pool, kernels, name and per-thread scratch from opt.engine
   Request& request(int id);
   const Request& request(int id) const;
   void step(std::span<const int> requests, std::span<const float> q, std::span<const float> k,

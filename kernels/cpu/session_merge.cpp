@@ -23,7 +23,7 @@ std::size_t sz(long long x) {
 // the softmax mass. A rejected head becomes a miss: its prefix [0, cache_end(p)) is attended
 // now and merged in front of the fresh part already computed, so no work is thrown away.
 void Session::Impl::gate(std::span<const int> requests) {
-  PhaseScope ph(opt.phases, Phase::attend);
+  PhaseScope ph(opt.phases, Phase::attend, name);
   const int n = static_cast<int>(requests.size());
   gate_slot.assign(sz(n) * sz(Hq), -1);
   struct Task {
@@ -61,7 +61,7 @@ void Session::Impl::gate(std::span<const int> requests) {
   if (rejected == 0) return;
   std::vector<float> task_o(tasks.size() * sz(D)), task_lse(tasks.size());
   const int zero = 0;
-  pool.run(static_cast<int>(tasks.size()), [&](int t, int) {
+  pool->run(static_cast<int>(tasks.size()), [&](int t, int) {
     const Task& task = tasks[sz(t)];
     AttendArgs a;
     a.q = &q_rot[(sz(task.b) * sz(Hq) + sz(task.h)) * sz(D)];
@@ -84,12 +84,12 @@ void Session::Impl::gate(std::span<const int> requests) {
 }
 
 void Session::Impl::merge(std::span<const int> requests, float* out) {
-  PhaseScope ph(opt.phases, Phase::merge);
+  PhaseScope ph(opt.phases, Phase::merge, name);
   const int n = static_cast<int>(requests.size());
   entry_o.resize(sz(n) * sz(Hq) * sz(D));
   entry_lse.resize(sz(n) * sz(Hq));
   const bool gated = opt.mac_enabled && mac.accept_eps < 1.0;
-  pool.run(n * Hkv, [&](int task, int worker) {
+  pool->run(n * Hkv, [&](int task, int worker) {
     const int b = task / Hkv, g = task % Hkv, m = m_of[sz(b)];
     const GroupItems& mp = merge_plan[sz(task)];
     const Ring& ring = slots[sz(ids[sz(b)])].ring;
@@ -148,7 +148,7 @@ void Session::Impl::merge(std::span<const int> requests, float* out) {
 
 // Ring writes come last: the slot of m may hold candidate m - K, read by this step's merge.
 void Session::Impl::ring_write(std::span<const int> requests) {
-  PhaseScope ph(opt.phases, Phase::ring_write);
+  PhaseScope ph(opt.phases, Phase::ring_write, name);
   const int n = static_cast<int>(requests.size());
   for (int b = 0; b < n; ++b) {
     Ring& ring = slots[sz(ids[sz(b)])].ring;

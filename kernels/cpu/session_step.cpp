@@ -31,13 +31,14 @@ void Session::Impl::check_step(std::span<const int> requests, std::span<const fl
   MACTUNE_REQUIRE(k.size() == n * sz(Hkv) * sz(D), "k has ", k.size(), " floats, expected n x ",
                   "kv_heads x head_dim = ", n * sz(Hkv) * sz(D));
   MACTUNE_REQUIRE(v.size() == k.size(), "v has ", v.size(), " floats, expected ", k.size());
+  for (std::size_t b = 0; b < n; ++b)
+    for (std::size_t c = 0; c < b; ++c)
+      MACTUNE_REQUIRE(requests[c] != requests[b], "request ", requests[b],
+                      " appears twice in one step");
   for (std::size_t b = 0; b < n; ++b) {
     const Request& r = request(requests[b]);
     MACTUNE_REQUIRE(r.len < opt.max_context, "request ", requests[b], ": position ", r.len,
                     " is past max_context = ", opt.max_context);
-    for (std::size_t c = 0; c < b; ++c)
-      MACTUNE_REQUIRE(requests[c] != requests[b], "request ", requests[b],
-                      " appears twice in one step");
   }
 }
 
@@ -45,7 +46,7 @@ void Session::Impl::step(std::span<const int> requests, std::span<const float> q
                          std::span<const float> k, std::span<const float> v, float* out,
                          bool advance) {
   check_step(requests, q, k, v);
-  PhaseScope whole(opt.phases, Phase::step);
+  PhaseScope whole(opt.phases, Phase::step, name);
   const int n = static_cast<int>(requests.size());
   ids.assign(requests.begin(), requests.end());
   m_of.resize(sz(n));
@@ -78,38 +79,40 @@ void Session::Impl::rope_and_append(std::span<const int> requests, std::span<con
   const int n = static_cast<int>(requests.size());
   q_rot.resize(sz(n) * sz(Hq) * sz(D));
   q_round.resize(q_rot.size());
-  std::vector<float> k_rot(sz(Hkv) * sz(D));
-  RopeAngles ang{std::vector<double>(sz(D / 2)), std::vector<double>(sz(D / 2))};
-  for (int b = 0; b < n; ++b) {
-    const int m = m_of[sz(b)];
-    {
-      PhaseScope ph(opt.phases, Phase::rope);
+  k_rot.resize(sz(n) * sz(Hkv) * sz(D));
+  {
+    PhaseScope ph(opt.phases, Phase::rope, name);
+    for (int b = 0; b < n; ++b) {
+      const double m = m_of[sz(b)];
       for (int i = 0; i < D / 2; ++i) {  // as rope_angles(D, m, theta), without its pow calls
-        const double a = static_cast<double>(m) * inv_freq[sz(i)];
-        ang.cos[sz(i)] = std::cos(a);
-        ang.sin[sz(i)] = std::sin(a);
+        rope.cos[sz(i)] = std::cos(m * inv_freq[sz(i)]);
+        rope.sin[sz(i)] = std::sin(m * inv_freq[sz(i)]);
       }
-      const std::size_t qo = sz(b) * sz(Hq) * sz(D);
       for (int h = 0; h < Hq; ++h) {
-        const float* src = &q[qo + sz(h) * sz(D)];
-        float* rot = &q_rot[qo + sz(h) * sz(D)];
-        apply_rope(src, rot, D, ang);
+        const std::size_t at = (sz(b) * sz(Hq) + sz(h)) * sz(D);
+        float* rot = &q_rot[at];
+        apply_rope(&q[at], rot, D, rope);
         for (int i = 0; i < D; ++i) {
           rot[i] *= q_scale;
-          q_round[qo + sz(h) * sz(D) + sz(i)] =
-              static_cast<float>(round_to(shape.kv_dtype, src[i]));
+          q_round[at + sz(i)] = static_cast<float>(round_to(shape.kv_dtype, q[at + sz(i)]));
         }
       }
-      for (int g = 0; g < Hkv; ++g)
-        apply_rope(&k[(sz(b) * sz(Hkv) + sz(g)) * sz(D)], &k_rot[sz(g) * sz(D)], D, ang);
+      for (int g = 0; g < Hkv; ++g) {
+        const std::size_t at = (sz(b) * sz(Hkv) + sz(g)) * sz(D);
+        apply_rope(&k[at], &k_rot[at], D, rope);
+      }
     }
-    PhaseScope ph(opt.phases, Phase::append);
+  }
+  PhaseScope ph(opt.phases, Phase::append, name);
+  for (int b = 0; b < n; ++b) {
     Request& r = request(requests[sz(b)]);
+    const int m = m_of[sz(b)];
     kv.reserve(r.pages, m + 1);
     for (int g = 0; g < Hkv; ++g) {
+      const std::size_t at = (sz(b) * sz(Hkv) + sz(g)) * sz(D);
       std::byte* row = kv.row(r.pages, g, m);
-      store_floats(shape.kv_dtype, &k_rot[sz(g) * sz(D)], row, D);
-      store_floats(shape.kv_dtype, &v[(sz(b) * sz(Hkv) + sz(g)) * sz(D)], row + kv.v_offset(), D);
+      store_floats(shape.kv_dtype, &k_rot[at], row, D);
+      store_floats(shape.kv_dtype, &v[at], row + kv.v_offset(), D);
     }
   }
 }
@@ -121,8 +124,8 @@ void Session::Impl::match(std::span<const int> requests) {
   bool any = false;
   for (int b = 0; b < n; ++b) any = any || m_of[sz(b)] >= mac.min_context;
   if (!any) return;
-  PhaseScope ph(opt.phases, Phase::match);
-  pool.run(n * Hq, [&](int task, int worker) {
+  PhaseScope ph(opt.phases, Phase::match, name);
+  pool->run(n * Hq, [&](int task, int worker) {
     const int b = task / Hq, h = task % Hq;
     decide_head(request(requests[sz(b)]), b, n, h, worker);
   });
@@ -189,7 +192,7 @@ void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worke
 
 // One span per (request, KV head) from the heads' starts; chunks never straddle cache_end(m).
 void Session::Impl::plan(int n) {
-  PhaseScope ph(opt.phases, Phase::plan);
+  PhaseScope ph(opt.phases, Phase::plan, name);
   spans.resize(sz(n) * sz(Hkv));
   for (int b = 0; b < n; ++b)
     for (int g = 0; g < Hkv; ++g) {
@@ -205,7 +208,7 @@ void Session::Impl::plan(int n) {
     }
   const int count_n = static_cast<int>(spans.size());
   chunk =
-      choose_chunk(spans.data(), count_n, pool.size() * kItemsPerThread, opt.engine.chunk_tokens);
+      choose_chunk(spans.data(), count_n, pool->size() * kItemsPerThread, opt.engine.chunk_tokens);
   const auto count = plan_item_count(spans.data(), count_n, chunk);
   items.resize(sz(count));
   merge_plan.resize(spans.size());
@@ -215,10 +218,10 @@ void Session::Impl::plan(int n) {
 }
 
 void Session::Impl::attend() {
-  PhaseScope ph(opt.phases, Phase::attend);
+  PhaseScope ph(opt.phases, Phase::attend, name);
   part_o.resize(items.size() * sz(G) * sz(D));
   part_lse.resize(items.size() * sz(G));
-  pool.run(static_cast<int>(items.size()), [&](int i, int) {
+  pool->run(static_cast<int>(items.size()), [&](int i, int) {
     const WorkItem& it = items[sz(i)];
     const std::size_t head0 = sz(it.batch_index) * sz(Hq) + sz(it.kv_head) * sz(G);
     AttendArgs a;

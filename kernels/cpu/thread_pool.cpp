@@ -40,9 +40,16 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  wake();
   for (std::thread& t : threads_) t.join();
+}
+
+// A new generation for the spinning workers; the empty critical section orders it against a
+// sleeper's check-then-wait, so the notification cannot fall between the two.
+void ThreadPool::wake() {
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  { std::lock_guard<std::mutex> lock(sleep_mutex_); }
+  sleep_cv_.notify_all();
 }
 
 void ThreadPool::dispatch(void* closure, void (*call)(void*, int, int), int tasks) {
@@ -57,8 +64,7 @@ void ThreadPool::dispatch(void* closure, void (*call)(void*, int, int), int task
   const std::uint64_t gen = (cursor_.load(std::memory_order_relaxed) >> 40) + 1;
   cursor_.store(pack(gen & 0xffffff, static_cast<std::uint64_t>(tasks), 0),
                 std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  wake();
   work(0);
   while (done_.load(std::memory_order_acquire) != tasks) MACTUNE_CPU_RELAX();
   if (error_) std::rethrow_exception(error_);
@@ -88,7 +94,9 @@ void ThreadPool::work(int worker) {
 }
 
 void ThreadPool::worker_loop(int worker) {
-  std::uint32_t seen = generation_.load(std::memory_order_acquire);
+  // The generation at construction, not at thread start: a worker that starts late (a loaded
+  // machine) must still see the jobs, and the stop, published before it ran.
+  std::uint32_t seen = 0;
   for (;;) {
     std::uint32_t gen = generation_.load(std::memory_order_acquire);
     if (gen == seen) {
@@ -97,8 +105,8 @@ void ThreadPool::worker_loop(int worker) {
       while ((gen = generation_.load(std::memory_order_acquire)) == seen) {
         MACTUNE_CPU_RELAX();
         if (++spins % 64 == 0 && std::chrono::steady_clock::now() > until) {
-          generation_.wait(seen, std::memory_order_acquire);
-          spins = 0;
+          std::unique_lock<std::mutex> lock(sleep_mutex_);
+          sleep_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
         }
       }
     }

@@ -4,7 +4,8 @@
 // thread included (it is worker 0), and returns when every task is done; the first exception a
 // task throws is rethrown in the caller, and the tasks not yet started are skipped. Workers spin
 // for a short while between runs (the phases of one decode step follow each other within
-// microseconds), then sleep on a futex (std::atomic::wait), so an idle pool costs nothing.
+// microseconds), then sleep on a condition variable, so an idle pool costs nothing. (Not
+// std::atomic::wait: libstdc++ 12 can lose its notifications, which hung workers here.)
 //
 // Tasks are claimed from one 64-bit cursor (job generation, task count, next task), so the
 // caller waits only for tasks that were claimed, never for a worker that has yet to wake up:
@@ -12,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -47,6 +49,7 @@ class ThreadPool {
 
  private:
   void dispatch(void* closure, void (*call)(void*, int, int), int tasks);
+  void wake();
   void work(int worker);
   void worker_loop(int worker);
 
@@ -58,7 +61,9 @@ class ThreadPool {
   // [generation: 24 | tasks: 20 | next: 20]; a claim is a CAS that bumps next.
   std::atomic<std::uint64_t> cursor_{0};
   std::atomic<int> done_{0};                  // tasks of the current job finished (or skipped)
-  std::atomic<std::uint32_t> generation_{0};  // bumped per job; sleeping workers wait on it
+  std::atomic<std::uint32_t> generation_{0};  // bumped per job
+  std::mutex sleep_mutex_;                    // sleeping workers wait on sleep_cv_ for a new
+  std::condition_variable sleep_cv_;          // generation, checked under sleep_mutex_
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
   std::mutex error_mutex_;

@@ -1,0 +1,254 @@
+// cpu::Session as an API: refused shapes and inputs (messages name the value), request slots,
+// advance = false, synthetic prefill, read-back, instance names, phase hooks.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "kernels/cpu/isa.h"
+#include "tests/cpu/harness.h"
+
+namespace mactune::cpu::test {
+namespace {
+
+SessionOptions base() {
+  SessionOptions o;
+  o.shape.batch = 2;
+  o.shape.q_heads = 8;
+  o.shape.kv_heads = 2;
+  o.shape.head_dim = 64;
+  o.shape.kv_dtype = DType::bf16;
+  o.mac.ring_capacity = 16;
+  o.mac.band = 4;
+  o.mac.min_context = 8;
+  o.engine.threads = 2;
+  o.max_context = 64;
+  return o;
+}
+
+// Expects construction to throw InputError whose message contains `needle`.
+template <class F>
+void expect_input_error(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one naming '" << needle << "'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << needle;
+  }
+}
+
+TEST(CpuSessionApi, RefusesBadShapesNamingTheValue) {
+  auto with = [](auto edit) {
+    SessionOptions o = base();
+    edit(o);
+    return o;
+  };
+  const std::map<std::string, SessionOptions> bad = {
+      {"kv_heads = 3 does not divide q_heads = 8", with([](auto& o) { o.shape.kv_heads = 3; })},
+      {"head_dim = 96", with([](auto& o) { o.shape.head_dim = 96; })},
+      {"head_dim = 512", with([](auto& o) { o.shape.head_dim = 512; })},
+      {"G = q_heads / kv_heads = 32 / 1 = 32", with([](auto& o) {
+         o.shape.q_heads = 32;
+         o.shape.kv_heads = 1;
+       })},
+      {"page_size = 0", with([](auto& o) { o.shape.page_size = 0; })},
+      {"block_rows = 0", with([](auto& o) { o.engine.block_rows = 0; })},
+      {"block_rows = 129", with([](auto& o) { o.engine.block_rows = 129; })},
+      {"chunk_tokens = 0", with([](auto& o) { o.engine.chunk_tokens = 0; })},
+      {"threads = -1", with([](auto& o) { o.engine.threads = -1; })},
+      {"isa = 'sse9'", with([](auto& o) { o.engine.isa = "sse9"; })},
+      {"max_context = 0", with([](auto& o) { o.max_context = 0; })},
+      {"K = 0", with([](auto& o) { o.mac.ring_capacity = 0; })},
+      {"forced hit_rate = 1.5", with([](auto& o) {
+         o.forced.enabled = true;
+         o.forced.hit_rate = 1.5;
+       })},
+  };
+  for (const auto& [needle, opt] : bad) {
+    SCOPED_TRACE(needle);
+    EXPECT_NE(validate(opt).find(needle), std::string::npos) << validate(opt);
+    expect_input_error([&] { Session s(opt); }, needle);
+  }
+  EXPECT_EQ(validate(base()), "");
+  if (!isa_supported(Isa::avx512)) {
+    SessionOptions o = base();
+    o.engine.isa = "avx512";
+    expect_input_error([&] { Session s(o); }, "isa = 'avx512' is not supported by this CPU");
+  }
+}
+
+TEST(CpuSessionApi, RefusesBadStepsNamingTheValue) {
+  SessionOptions o = base();
+  o.max_context = 3;
+  Session s(o);
+  const int id = s.add_request();
+  Stream in(o.shape, 1);
+  in.grow(4);
+  const int ids[] = {id};
+  for (int m = 0; m < 3; ++m)
+    s.step(ids, in.q[std::size_t(m)], in.k[std::size_t(m)], in.v[std::size_t(m)]);
+  expect_input_error([&] { s.step(ids, in.q[3], in.k[3], in.v[3]); },
+                     "request 0: position 3 is past max_context = 3");
+  EXPECT_EQ(s.length(id), 3);
+  expect_input_error([&] { s.step(ids, in.k[0], in.k[0], in.v[0]); }, "q has 128 floats");
+  const int two[] = {id, id};
+  std::vector<float> q2(in.q[0]), k2(in.k[0]);
+  q2.insert(q2.end(), in.q[0].begin(), in.q[0].end());
+  k2.insert(k2.end(), in.k[0].begin(), in.k[0].end());
+  expect_input_error([&] { s.step(two, q2, k2, k2); }, "request 0 appears twice");
+  const int unknown[] = {1};
+  expect_input_error([&] { s.step(unknown, in.q[0], in.k[0], in.v[0]); },
+                     "request 1 is not active");
+  expect_input_error([&] { s.prefill_synthetic(id, 4, 1); }, "prefill length 4");
+}
+
+TEST(CpuSessionApi, RequestSlotsAreReused) {
+  Session s(base());
+  EXPECT_EQ(s.add_request(), 0);
+  EXPECT_EQ(s.add_request(), 1);
+  expect_input_error([&] { s.add_request(); }, "all 2 request slots");
+  Stream in(base().shape, 2);
+  in.grow(1);
+  const int one[] = {1};
+  s.step(one, in.q[0], in.k[0], in.v[0]);
+  EXPECT_EQ(s.length(1), 1);
+  s.release_request(1);
+  expect_input_error([&] { s.length(1); }, "request 1 is not active");
+  EXPECT_EQ(s.add_request(), 1);
+  EXPECT_EQ(s.length(1), 0);
+  EXPECT_EQ(s.ring_entry(1, 0, 0).pos, -1) << "a reused slot starts with an empty ring";
+}
+
+// advance = false repeats the same step: same outputs and decisions, position unchanged; the
+// advancing call afterwards computes that same step once more (its KV row is rewritten as is).
+TEST(CpuSessionApi, AdvanceFalseRepeatsTheSameStep) {
+  SessionOptions o = base();
+  o.mac.ring_capacity = 64;  // no slot reuse within the run: the ring write cannot change a match
+  Session s(o);
+  const int id = s.add_request();
+  const int ids[] = {id};
+  Stream in(o.shape, 3);
+  in.recur_from = 4;
+  for (int m = 0; m < 30; ++m) {
+    in.grow(m + 1);
+    const auto &q = in.q[std::size_t(m)], &k = in.k[std::size_t(m)], &v = in.v[std::size_t(m)];
+    const Session::Result first = s.step(ids, q, k, v, false);
+    const Session::Result again = s.step(ids, q, k, v, false);
+    EXPECT_EQ(s.length(id), m);
+    const Session::Result& real = s.step(ids, q, k, v, true);
+    EXPECT_EQ(s.length(id), m + 1);
+    for (const Session::Result* r : {&again, &real}) {
+      EXPECT_EQ(r->out, first.out) << "step " << m;
+      ASSERT_EQ(r->decisions.size(), first.decisions.size());
+      for (std::size_t h = 0; h < first.decisions.size(); ++h) {
+        EXPECT_EQ(r->decisions[h].hit, first.decisions[h].hit);
+        EXPECT_EQ(r->decisions[h].p, first.decisions[h].p);
+      }
+      EXPECT_EQ(r->stats.modeled_bytes(), first.stats.modeled_bytes());
+    }
+  }
+}
+
+TEST(CpuSessionApi, PrefillSyntheticGivesRandomKvAndValidRings) {
+  SessionOptions o = base();
+  o.max_context = 4096;
+  o.forced.enabled = true;
+  o.forced.hit_rate = 1.0;
+  o.forced.lag = {LagKind::uniform, 1, 8};
+  Session s(o), twin(o);
+  const int id = s.add_request(), tid = twin.add_request();
+  s.prefill_synthetic(id, 1000, 42);
+  twin.prefill_synthetic(tid, 1000, 42);
+  EXPECT_EQ(s.length(id), 1000);
+  std::vector<float> k(64), v(64);
+  for (int pos : {0, 1, 17, 500, 999})
+    for (int g = 0; g < 2; ++g) {
+      s.read_kv(id, g, pos, k, v);
+      for (int i = 0; i < 64; ++i) {
+        EXPECT_TRUE(std::isfinite(k[std::size_t(i)]) && k[std::size_t(i)] != 0.0f);
+        EXPECT_TRUE(std::isfinite(v[std::size_t(i)]) && v[std::size_t(i)] != 0.0f);
+      }
+    }
+  for (int p = 1000 - 16; p < 1000; ++p)
+    for (int h = 0; h < 8; ++h) {
+      const RingEntryView e = s.ring_entry(id, h, p);
+      EXPECT_EQ(e.pos, p);
+      EXPECT_TRUE(std::isfinite(e.lse));
+      EXPECT_NEAR(e.lse, std::log(double(cache_end(p, 4))), 0.5);
+    }
+  Stream in(o.shape, 4);
+  in.grow(1);
+  const int ids[] = {id}, tids[] = {tid};
+  const Session::Result r = s.step(ids, in.q[0], in.k[0], in.v[0], false);
+  const Session::Result& t = twin.step(tids, in.q[0], in.k[0], in.v[0], false);
+  EXPECT_EQ(r.stats.hit_heads, 8) << "forced hit rate 1 on a prefilled ring hits every head";
+  EXPECT_EQ(r.out, t.out) << "prefill is deterministic in the seed";
+  for (float x : r.out) EXPECT_TRUE(std::isfinite(x));
+  EXPECT_GT(r.stats.skip_ratio(), 0.9);
+}
+
+TEST(CpuSessionApi, InstanceNamesAndRegistry) {
+  SessionOptions o = base();
+  o.engine.isa = "generic";
+  EXPECT_EQ(Session(o).instance_name(), "mac_cpu_generic_hd64_bf16");
+  o.mac_enabled = false;
+  o.shape.kv_dtype = DType::f32;
+  EXPECT_EQ(Session(o).instance_name(), "full_cpu_generic_hd64_f32");
+  const auto all = instances();
+  std::map<std::string, int> seen;
+  for (const InstanceInfo& i : all) {
+    ++seen[i.name];
+    EXPECT_EQ(i.backend, "cpu");
+    EXPECT_TRUE(i.family == "mac" || i.family == "full");
+    EXPECT_NE(i.config.find("head_dim="), std::string::npos);
+  }
+  EXPECT_EQ(seen.size(), all.size()) << "names are unique";
+  EXPECT_EQ(all.size(), supported_isas().size() * 2 * 3 * 3);
+  EXPECT_EQ(seen.count("mac_cpu_generic_hd128_bf16"), 1u);
+  EXPECT_EQ(seen.count("full_cpu_avx2_hd256_f16"), isa_supported(Isa::avx2) ? 1u : 0u);
+}
+
+class CountingSink : public PhaseSink {
+ public:
+  void begin(Phase p, std::string_view instance) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++open[p];
+    names[std::string(instance)] += 0;
+  }
+  void end(Phase p) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++closed[p];
+  }
+  std::map<Phase, int> open, closed;
+  std::map<std::string, int> names;
+
+ private:
+  std::mutex mu_;
+};
+
+TEST(CpuSessionApi, ReportsEveryPhaseOfAStep) {
+  CountingSink sink;
+  SessionOptions o = base();
+  o.phases = &sink;
+  Session s(o);
+  const int id = s.add_request();
+  const int ids[] = {id};
+  Stream in(o.shape, 5);
+  for (int m = 0; m < 12; ++m) {
+    in.grow(m + 1);
+    s.step(ids, in.q[std::size_t(m)], in.k[std::size_t(m)], in.v[std::size_t(m)]);
+  }
+  EXPECT_EQ(sink.open, sink.closed);
+  EXPECT_EQ(sink.open[Phase::step], 12);
+  for (Phase p :
+       {Phase::rope, Phase::append, Phase::plan, Phase::attend, Phase::merge, Phase::ring_write})
+    EXPECT_EQ(sink.open[p], 12) << phase_name(p);
+  EXPECT_EQ(sink.open[Phase::match], 12 - o.mac.min_context) << "match runs from min_context";
+  EXPECT_EQ(sink.names.size(), 1u);
+  EXPECT_EQ(sink.names.count(s.instance_name()), 1u) << "phases carry the instance name";
+}
+
+}  // namespace
+}  // namespace mactune::cpu::test
