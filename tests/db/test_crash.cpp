@@ -22,7 +22,9 @@ using testing::test_workload;
 
 constexpr int kBatches[] = {1, 2, 4, 8};
 constexpr double kHitRates[] = {0.0, 0.5, 0.9, 0.95, 0.99, 1.0};
-constexpr int kPairs = 4 * 6;  // workloads, each measured by MAC and full attention
+constexpr long long kContexts[] = {4096, 8192};
+constexpr int kPairs = 4 * 6 * 2;  // workloads, each measured by MAC and full attention
+constexpr int kRounds = 8;         // writers killed before the one that completes
 
 double median_of(int batch, double hit, const std::string& family) {
   return 1e-5 * batch * (family == "mac" ? 1.0 - 0.5 * hit : 1.0);
@@ -40,22 +42,23 @@ double median_of(int batch, double hit, const std::string& family) {
     const Id run = s.begin_run({.spec_text = "crash", .device_id = device, .build_id = build});
     const Id mac = s.upsert_instance(test_instance("mac"));
     const Id full = s.upsert_instance(test_instance("full"));
-    for (int batch : kBatches)
-      for (double hit : kHitRates) {
-        const Id workload = s.upsert_workload(test_workload(batch, 8192, hit));
-        Measurement pair[2];
-        for (int side = 0; side < 2; ++side) {
-          Measurement& m = pair[side];
-          m.point = {device, build, side ? full : mac, "threads=2", workload, "cpu-wall", true};
-          m.run_id = run;
-          m.stats = test_stats(median_of(batch, hit, side ? "full" : "mac"));
-          m.notes = std::string(2000, 'x');  // rows over several pages: a kill can split one
+    for (long long context : kContexts)
+      for (int batch : kBatches)
+        for (double hit : kHitRates) {
+          const Id workload = s.upsert_workload(test_workload(batch, context, hit));
+          Measurement pair[2];
+          for (int side = 0; side < 2; ++side) {
+            Measurement& m = pair[side];
+            m.point = {device, build, side ? full : mac, "threads=2", workload, "cpu-wall", true};
+            m.run_id = run;
+            m.stats = test_stats(median_of(batch, hit, side ? "full" : "mac"));
+            m.notes = std::string(2000, 'x');  // rows over several pages: a kill can split one
+          }
+          if (s.has_measurement(pair[0].point) && s.has_measurement(pair[1].point)) continue;
+          s.record_measurements(pair);
+          const char ack = 1;
+          if (write(ack_fd, &ack, 1) != 1) rc = 3;
         }
-        if (s.has_measurement(pair[0].point) && s.has_measurement(pair[1].point)) continue;
-        s.record_measurements(pair);
-        const char ack = 1;
-        if (write(ack_fd, &ack, 1) != 1) rc = 3;
-      }
     s.finish_run(run, RunStatus::finished);
   } catch (...) {
     rc = 2;
@@ -96,18 +99,20 @@ TEST(Db_CrashSafety, SigkillMidWriteLosesNothingAndResumeCompletes) {
   TempDir dir;
   const std::string path = dir.file("crash.db");
   int committed = 0;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < kRounds; ++round) {
     Child c = start_writer(path);
-    const int acked = wait_acks(c, 3);
-    EXPECT_EQ(acked, 3) << "round " << round;
-    // Kill without waiting for the next ack: the writer is inside its next transaction, or
-    // about to be, when the signal lands.
-    std::this_thread::sleep_for(std::chrono::microseconds(500 * (round + 1)));
+    // Time one pair, then kill at a different phase of the next pair each round: between
+    // transactions, inside the first row's write, inside the second's, inside the commit.
+    ASSERT_EQ(wait_acks(c, 1), 1) << "round " << round;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(wait_acks(c, 1), 1) << "round " << round;
+    const auto pair_time = std::chrono::steady_clock::now() - t0;
+    std::this_thread::sleep_for(pair_time * (round + 0.5) / kRounds);
     kill(c.pid, SIGKILL);
     int status = 0;
     waitpid(c.pid, &status, 0);
     EXPECT_TRUE(WIFSIGNALED(status)) << "round " << round;
-    committed += acked + wait_acks(c, kPairs);  // acks the writer sent before dying
+    committed += 2 + wait_acks(c, kPairs);  // acks the writer sent before dying
     close(c.ack_fd);
 
     Store s = Store::open(path);  // reopening recovers the WAL
@@ -153,7 +158,7 @@ TEST(Db_CrashSafety, SigkillMidWriteLosesNothingAndResumeCompletes) {
                 "SELECT COUNT(*) FROM (SELECT workload_id FROM measurements GROUP BY workload_id"
                 " HAVING COUNT(DISTINCT run_id) != 1)"),
             0);
-  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM runs"), 4);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM runs"), kRounds + 1);
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM runs WHERE status = 'finished'"), 1);
 }
 
