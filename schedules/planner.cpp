@@ -143,10 +143,10 @@ PlanStats plan_stats(std::span<const GroupSpan> groups, const Plan& plan,
                       : std::max(s.ideal + c.per_item,
                                  c.item(std::min<std::int64_t>(policy.min_chunk, longest_segment)));
   s.planned = list_makespan(plan.items, c, s.workers);
-  std::vector<WorkItem> lpt(plan.items);
-  std::stable_sort(lpt.begin(), lpt.end(), [](const WorkItem& a, const WorkItem& b) {
-    return a.kv_end - a.kv_begin > b.kv_end - b.kv_begin;
-  });
+  std::vector<WorkItem> lpt;
+  lpt.reserve(plan.items.size());
+  for (std::int32_t i : order_longest_first(plan.items))
+    lpt.push_back(plan.items[static_cast<std::size_t>(i)]);
   s.planned_longest_first = list_makespan(lpt, c, s.workers);
   s.predicted = predict_chunk(groups.data(), s.groups, policy.limits(), plan.chunk).makespan;
   return s;

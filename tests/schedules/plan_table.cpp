@@ -4,6 +4,7 @@
 // largest item / lower bound, the median item count and chunk, and the wave model's error.
 //   plan_table [trials=50] [seed=1]
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -39,19 +40,23 @@ int main(int argc, char** argv) {
   };
   std::printf(
       "| sigma | batch | budget | planned/LB median | worst | planned/ideal median | LPT/LB median "
-      "| largest item/LB worst | items | chunk | waves | bound/planned |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "| largest item/LB worst | items | chunk | waves | bound/planned | plan us |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::mt19937_64 rng(seed);
   for (double sigma : {0.1, 0.2, 0.3}) {
     for (int batch : {1, 4, 16, 64}) {
       for (const Budget& b : budgets) {
-        std::vector<double> ratio, fluid, lpt, largest, items, chunk, waves, model;
+        std::vector<double> ratio, fluid, lpt, largest, items, chunk, waves, model, micros;
         for (int t = 0; t < trials; ++t) {
           testing::SkewSpec spec;
           spec.sigma = sigma;
           spec.batch = batch;
           const auto step = testing::skewed_step(rng, spec);
+          const auto t0 = std::chrono::steady_clock::now();
           const StepPlan p = plan_step(step.groups, b.policy);
+          micros.push_back(
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                  .count());
           const PlanStats s = plan_stats(step.groups, p.plan, b.policy);
           ratio.push_back(s.planned / s.lower_bound);
           fluid.push_back(s.planned / s.ideal);
@@ -63,10 +68,11 @@ int main(int argc, char** argv) {
           model.push_back(s.predicted / s.planned);
         }
         std::printf(
-            "| %.1f | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.0f | %.3f |\n",
+            "| %.1f | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.0f | %.3f | "
+            "%.0f |\n",
             sigma, batch, b.name, median(ratio), *std::max_element(ratio.begin(), ratio.end()),
             median(fluid), median(lpt), *std::max_element(largest.begin(), largest.end()),
-            median(items), median(chunk), median(waves), median(model));
+            median(items), median(chunk), median(waves), median(model), median(micros));
       }
     }
   }

@@ -192,5 +192,31 @@ TEST(FirstItemAt, SkipsExactlyTheItemsBelowAHeadsStart) {
   }
 }
 
+TEST(OrderLongestFirst, IsAStablePermutationByLength) {
+  std::mt19937_64 rng(31);
+  const auto g = random_spans(rng, 40, 3000);
+  const int n = static_cast<int>(g.size());
+  const int chunk = 700;
+  std::vector<WorkItem> items(static_cast<std::size_t>(plan_item_count(g.data(), n, chunk)));
+  std::vector<GroupItems> mp(g.size());
+  emit_plan(g.data(), n, chunk, items.data(), mp.data(), static_cast<int>(items.size()));
+  const std::vector<std::int32_t> order = order_longest_first(items);
+  ASSERT_EQ(order.size(), items.size());
+  std::vector<bool> seen(items.size(), false);
+  auto len = [&items](std::int32_t i) {
+    return items[static_cast<std::size_t>(i)].kv_end - items[static_cast<std::size_t>(i)].kv_begin;
+  };
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    ASSERT_FALSE(seen[static_cast<std::size_t>(order[k])]);
+    seen[static_cast<std::size_t>(order[k])] = true;
+    if (k > 0) {
+      ASSERT_GE(len(order[k - 1]), len(order[k]));
+      if (len(order[k - 1]) == len(order[k])) {
+        ASSERT_LT(order[k - 1], order[k]);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mactune
