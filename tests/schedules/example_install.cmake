@@ -2,7 +2,8 @@
 # into a fresh prefix, configure and build the example as a separate project with
 # find_package(mactune), and run it on the sample table, on a table of this machine and on a
 # table of another machine (refused with one warning line, fallback).
-#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK=... -DMAKE_TABLE=... -DCXX=... -P example_install.cmake
+#   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK=... -DMAKE_TABLE=... -DCXX=... [-DCUDA_ROOT=...]
+#         -P example_install.cmake
 cmake_minimum_required(VERSION 3.25)
 
 function(run)
@@ -37,9 +38,13 @@ endfunction()
 
 file(REMOVE_RECURSE ${WORK})
 run(COMMAND ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK}/prefix OUT ignored)
+set(cuda_args "")
+if(CUDA_ROOT)
+  set(cuda_args -DCUDAToolkit_ROOT=${CUDA_ROOT})
+endif()
 run(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/dispatch -B ${WORK}/build -G Ninja
             -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX}
-            -DCMAKE_PREFIX_PATH=${WORK}/prefix OUT ignored)
+            -DCMAKE_PREFIX_PATH=${WORK}/prefix ${cuda_args} OUT ignored)
 run(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build OUT ignored)
 set(example ${WORK}/build/dispatch_example)
 
