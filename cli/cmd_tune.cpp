@@ -28,12 +28,6 @@ struct TuneArgs {
   bool no_emit = false, no_report = false, quiet = false;
 };
 
-std::string joined_argv(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
-
 void run(TuneArgs& a) {
   if (!a.shard.empty()) a.opt.shard = tuner::parse_shard(a.shard);
   a.opt.emit = !a.no_emit && !a.opt.shard;

@@ -91,14 +91,20 @@ std::vector<double> ticks(Scale scale, double lo, double hi) {
   }
   const double span = hi > lo ? hi - lo : std::max(1.0, std::fabs(hi));
   const double raw = span / 5, mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
-  for (double m : {1.0, 2.0, 5.0, 10.0})
+  double mult = 10;
+  for (double m : {1.0, 2.0, 5.0})
     if (m * mag >= raw) {
-      step = m * mag;
+      mult = m;
       break;
     }
-  for (double v = std::floor(lo / step) * step; v <= hi + step * 1e-9; v += step)
-    t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);
+  const double step = mult * mag;
+  // Tick i is i * mult * 10^k, computed so that decimal steps come out exact (0.6, not
+  // 0.6000000000000001): divide by the integer 10^-k rather than multiply by 10^k.
+  const double inv = mag < 1 ? std::round(1 / mag) : 0;
+  auto tick = [&](long long i) { return inv > 0 ? double(i) * mult / inv : double(i) * step; };
+  for (long long i = static_cast<long long>(std::floor(lo / step + 1e-9));
+       tick(i) <= hi + step * 1e-9; ++i)
+    t.push_back(tick(i));
   return t;
 }
 

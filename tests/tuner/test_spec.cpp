@@ -29,7 +29,7 @@ TEST(TunerSpec, MinimalSpecGetsDefaults) {
   EXPECT_EQ(texts(s.axis("hit_rate")), (std::vector<std::string>{"0", "0.5", "0.9", "1"}));
   EXPECT_EQ(texts(s.axis("lag")), (std::vector<std::string>{"uniform(1,64)"}));
   EXPECT_TRUE(s.find_axis("chunk_tokens"));
-  EXPECT_FALSE(s.find_axis("stages")) << "CUDA axes do not enter a CPU grid";
+  EXPECT_FALSE(s.find_axis("min_chunk")) << "CUDA axes do not enter a CPU grid";
   EXPECT_EQ(s.output.db, "results/tiny.db");
   EXPECT_EQ(s.output.dispatch, "dispatch/tiny.json");
   EXPECT_EQ(s.measure.mode, CacheMode::cold);
@@ -50,7 +50,7 @@ mac:
   summary_dtype: [fp32, bf16]
 kernels:
   cpu: {threads: [1, 2], isa: avx2}
-  cuda: {stages: [2, 3]}
+  cuda: {min_chunk: [64, 128]}
 )Y",
                             "t.yaml", "cpu");
   EXPECT_EQ(texts(s.axis("batch")),
@@ -69,8 +69,10 @@ kernels:
 }
 
 TEST(TunerSpec, CudaBackendTakesTheCudaSection) {
-  const Spec s = parse_spec("name: g\nkernels:\n  cuda: {stages: [2, 3]}\n", "t.yaml", "cuda");
-  EXPECT_EQ(texts(s.axis("stages")), (std::vector<std::string>{"2", "3"}));
+  const Spec s = parse_spec("name: g\nkernels:\n  cuda: {min_chunk: [64, 256], graph: on}\n",
+                            "t.yaml", "cuda");
+  EXPECT_EQ(texts(s.axis("min_chunk")), (std::vector<std::string>{"64", "256"}));
+  EXPECT_EQ(texts(s.axis("graph")), (std::vector<std::string>{"true"}));
   EXPECT_FALSE(s.find_axis("chunk_tokens"));
 }
 

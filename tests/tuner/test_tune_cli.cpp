@@ -1,0 +1,244 @@
+// `mactune tune / emit / report` through the real binary: spec errors, a whole tiny sweep,
+// resume after SIGKILL, shards merged, corrupt and read-only databases.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <tuple>
+
+#include "cli_util.h"
+#include "db/store.h"
+#include "schedules/dispatch.h"
+
+namespace mactune::tuner {
+namespace {
+
+using testing::CliOptions;
+using testing::run_mactune;
+using testing::TempDir;
+using testing::tiny_spec;
+
+// Every stored point as (instance, params, workload key, policy, cold, status).
+using PointId = std::tuple<std::string, std::string, std::string, std::string, bool, int>;
+std::multiset<PointId> points_of(const std::string& path) {
+  const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
+  std::multiset<PointId> out;
+  for (const auto& d : s.devices()) {
+    db::MeasurementFilter f;
+    f.device_id = d.id;
+    f.ok_only = false;
+    for (const auto& r : s.measurements(f))
+      out.insert({r.instance.name, r.m.point.params, r.workload.key(), r.m.point.policy,
+                  r.m.point.cold, static_cast<int>(r.m.status)});
+  }
+  return out;
+}
+
+std::int64_t count(const std::string& path, const std::string& table) {
+  try {
+    const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
+    for (const auto& [t, n] : s.table_counts())
+      if (t == table) return n;
+  } catch (const std::exception&) {
+  }
+  return -1;
+}
+
+// Every row of measurements is whole: the file passes SQLite's integrity check and every ok
+// row has samples and ordered statistics.
+void expect_no_corrupt_rows(const std::string& path) {
+  const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
+  auto ic = s.connection().prepare("PRAGMA integrity_check");
+  ASSERT_TRUE(ic.step());
+  EXPECT_EQ(ic.text(0), "ok");
+  auto q = s.connection().prepare(
+      "SELECT COUNT(*) FROM measurements WHERE status != 'ok' OR samples < 1 OR"
+      " NOT (min_s <= q1_s AND q1_s <= median_s AND median_s <= q3_s AND q3_s <= max_s)");
+  ASSERT_TRUE(q.step());
+  EXPECT_EQ(q.int64(0), 0);
+}
+
+struct BadSpec {
+  std::string name, text, prefix;
+};
+
+TEST(TuneCli, SpecErrorsAreOneLineNamingFileLineKeyWithExit2) {
+  TempDir dir;
+  const std::vector<BadSpec> cases = {
+      {"unknown_key", "name: x\nworkload:\n  batch: 1\n  contxt: 4096\n",
+       "mactune: error: unknown_key.yaml:4: workload.contxt: unknown key"},
+      {"wrong_type", "name: x\nworkload:\n  batch: [1, four]\n",
+       "mactune: error: wrong_type.yaml:3: workload.batch: expected a number, got 'four'"},
+      {"empty_axis", "name: x\nmac:\n  K: []\n",
+       "mactune: error: empty_axis.yaml:3: mac.K: empty list"},
+      {"impossible",
+       "name: x\nworkload: {context: [512, 1024]}\nconstraints:\n  - r < context\n"
+       "  - context > 1M\n",
+       "mactune: error: impossible.yaml:5: constraints[1]: 'context > 1M' is impossible"},
+      {"bad_device", "name: x\ndevice:\n  backend: cpu\n  name: '*H200*'\n",
+       "mactune: error: bad_device.yaml:2: device.name: '*H200*' does not match"},
+  };
+  for (const auto& c : cases) {
+    dir.write(c.name + ".yaml", c.text);
+    const auto r = run_mactune(dir, {"tune", c.name + ".yaml", "--db", c.name + ".db"});
+    EXPECT_EQ(r.rc, 2) << c.name << ": " << r.err;
+    EXPECT_EQ(r.err_lines(), 1) << c.name << ": " << r.err;
+    EXPECT_EQ(r.err.rfind(c.prefix, 0), 0u) << c.name << ": " << r.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file(c.name + ".db"))) << c.name;
+  }
+}
+
+TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
+  TempDir dir;
+  dir.write("tiny.yaml", tiny_spec("tiny"));
+  auto r = run_mactune(dir, {"tune", "tiny.yaml"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // 2 batches x 2 contexts x 2 hit rates x 2 chunk sizes = 16 points, 2 rows each.
+  EXPECT_EQ(count(dir.file("tiny.db"), "measurements"), 32);
+  EXPECT_EQ(count(dir.file("tiny.db"), "best_configs"), 4 * 2);  // 4 buckets x {mac, full}
+  EXPECT_EQ(count(dir.file("tiny.db"), "break_even"), 4);
+  expect_no_corrupt_rows(dir.file("tiny.db"));
+  EXPECT_NE(r.out.find("tuned 16 points"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| bucket |"), std::string::npos) << "summary table:\n" << r.out;
+
+  // The emitted table loads through the schedules loader with this machine's checks.
+  std::string warning;
+  sched::LoadOptions lo;
+  lo.warn = [&](std::string_view w) { warning = std::string(w); };
+  const auto d = sched::Dispatcher::load(dir.file("tiny.json"), lo);
+  ASSERT_TRUE(d.table()) << warning;
+  EXPECT_EQ(d.table()->entries.size(), 4u);
+  Problem p;
+  p.batch = 2;
+  p.q_heads = 8;
+  p.kv_heads = 2;
+  p.head_dim = 64;
+  const auto choice = d.select(p, 512, 1.0);
+  EXPECT_EQ(choice.source, sched::ChoiceSource::table);
+
+  for (const char* f : {"rep-tiny/report.md", "rep-tiny/speedup_hd64_q8_kv2_bf16_p16.svg",
+                        "rep-tiny/breakeven_hd64_q8_kv2_bf16_p16.svg"})
+    EXPECT_TRUE(std::filesystem::exists(dir.file(f))) << f;
+
+  // The same spec again: everything is stored, nothing is measured.
+  const auto before = points_of(dir.file("tiny.db"));
+  r = run_mactune(dir, {"tune", "tiny.yaml"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("0 measured, 16 already stored"), std::string::npos) << r.out;
+  EXPECT_EQ(points_of(dir.file("tiny.db")), before);
+
+  // emit and report from the database alone.
+  r = run_mactune(dir,
+                  {"emit", "--db", "tiny.db", "-o", "out/t.json", "--header", "out/t.h", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("loads on this machine"), std::string::npos) << r.out;
+  EXPECT_TRUE(sched::Dispatcher::load(dir.file("out/t.json"), lo).table()) << warning;
+  EXPECT_NE(testing::read_file(dir.file("out/t.h")).find("mactune_dispatch"), std::string::npos);
+  r = run_mactune(dir, {"report", "--db", "tiny.db", "-o", "rep2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(testing::read_file(dir.file("rep2/report.md")).find("## hd64_q8_kv2_bf16_p16"),
+            std::string::npos);
+}
+
+TEST(TuneCli, KilledWithSigkillResumesAndStoresEveryPointExactlyOnce) {
+  TempDir dir;
+  // 3 x 2 x 3 x 2 = 36 points of 25 samples a side: a few seconds in all.
+  dir.write("kill.yaml",
+            tiny_spec("kill", "[1, 2, 4]", "[1K, 2K]", "[0, 0.5, 1]", "[64, 128]", 25));
+  const std::string db = dir.file("kill.db");
+  CliOptions o;
+  o.kill_when = [&] { return count(db, "measurements") >= 8; };
+  auto r = run_mactune(dir, {"tune", "kill.yaml"}, o);
+  ASSERT_TRUE(r.killed) << "the sweep finished before it could be killed: " << r.err;
+  const auto stored = count(db, "measurements");
+  EXPECT_GE(stored, 8);
+  EXPECT_LT(stored, 72);
+  expect_no_corrupt_rows(db);
+  const auto partial = points_of(db);
+
+  r = run_mactune(dir, {"tune", "kill.yaml", "--no-report"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto all = points_of(db);
+  EXPECT_EQ(all.size(), 72u);
+  EXPECT_EQ(std::set<PointId>(all.begin(), all.end()).size(), 72u) << "a point stored twice";
+  for (const auto& p : partial)
+    EXPECT_EQ(all.count(p), 1u) << "a point stored before the kill was lost";
+  expect_no_corrupt_rows(db);
+  // The killed run stays "running" (it never finished); the resumed one finished.
+  const db::Store s = db::Store::open(db, {.mode = db::OpenMode::read_only});
+  auto q = s.connection().prepare("SELECT status FROM runs ORDER BY id");
+  std::vector<std::string> statuses;
+  while (q.step()) statuses.push_back(q.text(0));
+  EXPECT_EQ(statuses, (std::vector<std::string>{"running", "finished"}));
+}
+
+TEST(TuneCli, TwoShardsMergedEqualOneUnshardedRun) {
+  TempDir dir;
+  dir.write("sh.yaml", tiny_spec("sh"));
+  auto r = run_mactune(dir, {"tune", "sh.yaml", "--shard", "0/2", "--db", "s0.db"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("shard 0/2 done"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("sh.json"))) << "a shard must not emit";
+  r = run_mactune(dir, {"tune", "sh.yaml", "--shard", "1/2", "--db", "s1.db", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run_mactune(dir, {"db", "merge", "s0.db", "s1.db", "-o", "merged.db"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run_mactune(dir, {"tune", "sh.yaml", "--db", "whole.db", "--no-emit", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto s0 = points_of(dir.file("s0.db")), s1 = points_of(dir.file("s1.db"));
+  EXPECT_EQ(s0.size(), 16u);
+  EXPECT_EQ(s1.size(), 16u);
+  for (const auto& p : s0) EXPECT_EQ(s1.count(p), 0u) << "shards overlap";
+  EXPECT_EQ(points_of(dir.file("merged.db")), points_of(dir.file("whole.db")));
+  // The merged shards emit like one run.
+  r = run_mactune(dir, {"emit", "--db", "merged.db", "-o", "merged.json", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+}
+
+TEST(TuneCli, CorruptDatabaseIsOneLineWithExit2AndUntouched) {
+  TempDir dir;
+  dir.write("c.yaml", tiny_spec("c"));
+  std::string junk(8192, '\0');
+  for (std::size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>((i * 131 + 7) & 0xff);
+  dir.write("c.db", junk);
+  const auto r = run_mactune(dir, {"tune", "c.yaml"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("c.db"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::read_file(dir.file("c.db")), junk) << "the corrupt file was modified";
+}
+
+TEST(TuneCli, ReadOnlyDatabaseIsOneLineWithExit2AndLosesNothing) {
+  TempDir dir;
+  dir.write("ro.yaml", tiny_spec("ro", "1", "256", "[1]", "64"));
+  auto r = run_mactune(dir, {"tune", "ro.yaml", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string before = testing::read_file(dir.file("ro.db"));
+  const auto points = points_of(dir.file("ro.db"));
+  ASSERT_EQ(points.size(), 2u);
+  // A bigger spec on the same file, now read-only: refused before anything is measured.
+  dir.write("ro2.yaml", tiny_spec("ro"));
+  ASSERT_EQ(chmod(dir.file("ro.db").c_str(), 0444), 0);
+  CliOptions o;
+  o.unprivileged = true;
+  r = run_mactune(dir, {"tune", "ro2.yaml"}, o);
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("read-only"), std::string::npos) << r.err;
+  ASSERT_EQ(chmod(dir.file("ro.db").c_str(), 0644), 0);
+  EXPECT_EQ(testing::read_file(dir.file("ro.db")), before) << "the read-only file was modified";
+  EXPECT_EQ(points_of(dir.file("ro.db")), points);
+}
+
+TEST(TuneCli, DryRunListsPointsWithoutMeasuring) {
+  TempDir dir;
+  dir.write("dry.yaml", tiny_spec("dry"));
+  const auto r = run_mactune(dir, {"tune", "dry.yaml", "--dry-run", "--shard", "1/4"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("4 points, 0 stored, 4 to measure"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("dry.db"))) << "a dry run creates no database";
+}
+
+}  // namespace
+}  // namespace mactune::tuner
