@@ -1,0 +1,91 @@
+// The default catalog of a build with the CPU engine: its instances, ordered so that the
+// fallback takes the path the engine itself picks (isa = auto), and the engine's own shape
+// checks as the fit predicate.
+#include <gtest/gtest.h>
+
+#include "kernels/cpu/session.h"
+#include "schedules/dispatch.h"
+
+namespace mactune::sched {
+namespace {
+
+Problem llama(int batch) {
+  Problem p;
+  p.batch = batch;
+  p.q_heads = 32;
+  p.kv_heads = 8;
+  p.head_dim = 128;
+  p.kv_dtype = DType::bf16;
+  return p;
+}
+
+TEST(DefaultCatalog, HoldsEveryCpuInstanceOfThisBuild) {
+  const Catalog& c = default_catalog();
+  for (const InstanceInfo& info : cpu::instances()) {
+    const InstanceInfo* found = c.find(info.name);
+    ASSERT_NE(found, nullptr) << info.name;
+    EXPECT_EQ(found->family, info.family);
+    EXPECT_EQ(found->backend, "cpu");
+  }
+}
+
+TEST(DefaultCatalog, FallbackIsTheEnginesOwnChoice) {
+  for (const DType t : {DType::f32, DType::f16, DType::bf16}) {
+    for (const int d : {64, 128, 256}) {
+      cpu::SessionOptions o;
+      o.shape = llama(1);
+      o.shape.head_dim = d;
+      o.shape.kv_dtype = t;
+      o.mac_enabled = false;
+      o.max_context = 64;
+      const cpu::Session engine(o);  // isa = auto
+      const Choice c = fallback_choice(default_catalog(), "cpu", o.shape);
+      EXPECT_EQ(c.instance(), engine.instance_name());
+      EXPECT_FALSE(c.use_mac());
+    }
+  }
+}
+
+TEST(DefaultCatalog, UsesTheEnginesShapeChecks) {
+  Problem p = llama(1);
+  p.q_heads = 64;
+  p.kv_heads = 2;  // G = 32: the CPU engine takes G in 1..16
+  cpu::SessionOptions o;
+  o.shape = p;
+  ASSERT_FALSE(cpu::validate(o).empty());
+  EXPECT_EQ(fallback_choice(default_catalog(), "cpu", p).instance(), "");
+  p.head_dim = 96;  // no CPU path for head_dim 96
+  p.kv_heads = 8;
+  EXPECT_EQ(fallback_choice(default_catalog(), "cpu", p).instance(), "");
+}
+
+// A table naming the instances this build has loads through the default options (this CPU,
+// the default catalog) without a warning.
+TEST(DefaultCatalog, AcceptsATableOfThisMachine) {
+  const DeviceFingerprint here = cpu_fingerprint();
+  const Catalog& c = default_catalog();
+  const InstanceInfo* full = c.first_fit("cpu", "full", llama(1));
+  const InstanceInfo* mac = c.first_fit("cpu", "mac", llama(1));
+  ASSERT_NE(full, nullptr);
+  ASSERT_NE(mac, nullptr);
+  DispatchTable t;
+  t.device = {here.backend, here.name, here.digest()};
+  t.generated = {"0.1.0", "test", "none", utc_now_iso8601()};
+  Entry e;
+  e.shape = ShapeKey::of(llama(1));
+  e.batch = {1, std::nullopt};
+  e.context = {1, std::nullopt};
+  e.full = {full->name, {}};
+  e.mac = MacChoice{mac->name, 512, 256, std::nullopt, {}};
+  e.min_hit_rate = 0.5;
+  t.entries.push_back(e);
+  std::vector<std::string> warnings;
+  LoadOptions o;
+  o.warn = [&warnings](std::string_view w) { warnings.emplace_back(w); };
+  const Dispatcher d = Dispatcher::from_table(t, "here", o);
+  ASSERT_TRUE(warnings.empty()) << warnings.front();
+  EXPECT_EQ(d.select(llama(4), 100000, 0.6).instance(), mac->name);
+}
+
+}  // namespace
+}  // namespace mactune::sched
