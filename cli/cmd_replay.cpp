@@ -28,6 +28,7 @@ struct ReplayArgs {
   double accept_eps = 1.0;
   std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
   int threads = 0;
+  bool baseline = false;
   std::optional<double> rope_theta;
   std::string json, db;
 };
@@ -93,6 +94,7 @@ void run_replay(const ReplayArgs& a) {
             "--kv-dtype ", a.kv_dtype, " is not a KV storage dtype");
         s.engine = tuner::parse_replay_engine(a.engine);
         s.threads = a.threads;
+        s.baseline = a.baseline;
         require_valid(s.mac);
         settings.push_back(s);
       }
@@ -103,8 +105,7 @@ void run_replay(const ReplayArgs& a) {
               trace.name().c_str(), trace.layers().size(), shape.q_heads, shape.kv_heads,
               shape.head_dim, trace.rope_theta());
   std::printf("engine %s, kv %s, summary %s, pick %s, rectify %s, min_context %d, accept_eps %g\n",
-              std::string(tuner::replay_engine_name(s0.engine)).c_str(),
-              std::string(dtype_name(s0.kv_dtype)).c_str(),
+              s0.engine_label().c_str(), std::string(dtype_name(s0.kv_dtype)).c_str(),
               std::string(dtype_name(s0.mac.summary_dtype)).c_str(),
               std::string(pick_rule_name(s0.mac.pick)).c_str(),
               std::string(rectify_name(s0.mac.rectify)).c_str(), s0.mac.min_context,
@@ -169,6 +170,8 @@ void add_replay(CLI::App& app) {
   cmd->add_option("--engine", a->engine, "cpu (the CPU engine, f32) | ref (the fp64 reference)")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
+  cmd->add_flag("--baseline", a->baseline,
+                "Run the engine's plain full attention instead of MAC (checks it against o_ref)");
   cmd->add_option("--rope-theta", a->rope_theta,
                   "RoPE base (default: the trace's __metadata__.rope_theta)");
   cmd->add_option("--json", a->json, "Write the results as JSON (rewritten as each point ends)");

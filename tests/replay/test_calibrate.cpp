@@ -108,12 +108,14 @@ TEST(Calibrate, Code1kText1k_K512_r256_Budget1pct) {
   EXPECT_FALSE(lc.points[0].within_budget);
   EXPECT_GT(lc.points[0].fidelity.skip_ratio, lc.points[1].fidelity.skip_ratio);
   EXPECT_EQ(lc.points[2].fidelity.skip_ratio, 0.0);
-  EXPECT_LT(lc.points[2].err, 1e-6);
+  EXPECT_LT(lc.points[2].err, 1e-5);  // f32 roundoff of full attention (CPU engine)
   ASSERT_GE(lc.pick, 1);
   const CalibrationPoint& pick = lc.points[std::size_t(lc.pick)];
   EXPECT_LE(pick.err, 0.01);
   for (const CalibrationPoint& p : lc.points) {
-    if (p.within_budget) EXPECT_LE(p.fidelity.skip_ratio, pick.fidelity.skip_ratio);
+    if (p.within_budget) {
+      EXPECT_LE(p.fidelity.skip_ratio, pick.fidelity.skip_ratio);
+    }
   }
 
   const std::string path = (std::filesystem::temp_directory_path() /

@@ -185,6 +185,10 @@ std::vector<Broken> broken_files() {
   return c;
 }
 
+void PrintTo(const Broken& b, std::ostream* os) {
+  *os << b.name << " (" << b.img.size() << " bytes)";
+}
+
 class SafetensorsBroken : public ::testing::TestWithParam<Broken> {};
 
 TEST_P(SafetensorsBroken, OneClearError) {

@@ -19,7 +19,7 @@ db::FidelityResult fidelity_row(const DecodeTrace& trace, const ReplayPoint& pt,
   r.layer = pt.fidelity.layer;
   r.settings.mac = pt.settings.mac;
   r.settings.kv_dtype = pt.settings.kv_dtype;
-  r.settings.engine = std::string(replay_engine_name(pt.settings.engine));
+  r.settings.engine = pt.settings.engine_label();
   r.steps = pt.fidelity.steps;
   r.hit_rate = pt.fidelity.hit_rate;
   r.group_all_hit_rate = pt.fidelity.group_all_hit_rate;

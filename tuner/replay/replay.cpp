@@ -7,16 +7,10 @@
 #include <sstream>
 #include <thread>
 
+#include "kernels/cpu/session.h"
 #include "kernels/error.h"
 #include "kernels/reference.h"
 #include "kernels/rope.h"
-
-#if __has_include("kernels/cpu/session.h")
-#include "kernels/cpu/session.h"
-#define MACTUNE_REPLAY_HAVE_CPU 1
-#else
-#define MACTUNE_REPLAY_HAVE_CPU 0
-#endif
 
 namespace mactune::tuner {
 
@@ -31,7 +25,7 @@ ReplayEngine parse_replay_engine(std::string_view s) {
 }
 
 ReplayEngine default_replay_engine() {
-  return MACTUNE_REPLAY_HAVE_CPU ? ReplayEngine::cpu : ReplayEngine::ref;
+  return ReplayEngine::cpu;
 }
 
 MacParams ReplaySettings::replay_defaults() {
@@ -46,7 +40,12 @@ std::string ReplaySettings::key() const {
     << " pick=" << pick_rule_name(mac.pick) << " min_context=" << mac.min_context
     << " summary=" << dtype_name(mac.summary_dtype) << " rectify=" << rectify_name(mac.rectify)
     << " eps=" << mac.accept_eps << " kv=" << dtype_name(kv_dtype);
+  if (baseline) s << " baseline";
   return s.str();
+}
+
+std::string ReplaySettings::engine_label() const {
+  return std::string(replay_engine_name(engine)) + (baseline ? ":full" : "");
 }
 
 // ---- Error statistics.
@@ -207,7 +206,8 @@ namespace {
 // Feeds every position of the layer to `session` (one request) and accounts each step.
 // `step(q, k, v)` returns the session's Result (outputs float or double).
 template <class Step>
-LayerRun drive(const TraceLayer& L, const ExactAttention& full, const MacParams& mac, Step&& step) {
+LayerRun drive(const TraceLayer& L, const ExactAttention& full, const MacParams& mac,
+               bool mac_enabled, Step&& step) {
   const int Hq = L.q_heads, Hkv = L.kv_heads, D = L.head_dim;
   const std::size_t uD = static_cast<std::size_t>(D);
   LayerRun run;
@@ -232,8 +232,8 @@ LayerRun drive(const TraceLayer& L, const ExactAttention& full, const MacParams&
     run.kv_tokens_read += s.kv_tokens_read, run.kv_tokens_total += s.kv_tokens_total;
     run.head_tokens_read += s.head_tokens_read, run.head_tokens_total += s.head_tokens_total;
     for (int h = 0; h < Hq; ++h) {
-      MACTUNE_CHECK(res.decisions[std::size_t(h)].eligible, "step ", m, " head ", h,
-                    " not eligible at m >= min_context");
+      MACTUNE_CHECK(res.decisions[std::size_t(h)].eligible == mac_enabled, "step ", m, " head ", h,
+                    ": eligibility disagrees with m >= min_context");
       const auto* o = &res.out[std::size_t(h) * uD];
       run.rel_err.push_back(rel_l2(o, &full.out[(std::size_t(m) * Hq + h) * uD], D));
       if (L.has_o_ref()) run.rel_err_vs_ref.push_back(rel_l2(o, L.o_ref_row(m) + h * uD, D));
@@ -259,29 +259,28 @@ LayerRun replay_layer(const TraceLayer& L, double rope_theta, const ExactAttenti
   const int id = 0;
   const std::span<const int> ids(&id, 1);
   if (st.engine == ReplayEngine::ref) {
-    ref::Session session(shape, st.mac, rope_theta);
+    ref::Session session(shape, st.mac, rope_theta, !st.baseline);
     MACTUNE_CHECK(session.add_request() == id, "first request id");
     ref::Session::Result res;
-    return drive(L, full, st.mac, [&](auto q, auto k, auto v) -> const ref::Session::Result& {
-      res = session.step(ids, q, k, v);
-      return res;
-    });
+    return drive(L, full, st.mac, !st.baseline,
+                 [&](auto q, auto k, auto v) -> const ref::Session::Result& {
+                   res = session.step(ids, q, k, v);
+                   return res;
+                 });
   }
-#if MACTUNE_REPLAY_HAVE_CPU
   cpu::SessionOptions opt;
   opt.shape = shape;
   opt.mac = st.mac;
+  opt.mac_enabled = !st.baseline;
   opt.rope_theta = rope_theta;
   opt.max_context = std::max(L.steps, 1);
   opt.engine.threads = st.threads;
   cpu::Session session(opt);
   MACTUNE_CHECK(session.add_request() == id, "first request id");
-  return drive(L, full, st.mac, [&](auto q, auto k, auto v) -> const cpu::Session::Result& {
-    return session.step(ids, q, k, v);
-  });
-#else
-  input_error("this build has no CPU engine (kernels/cpu); use --engine ref");
-#endif
+  return drive(L, full, st.mac, !st.baseline,
+               [&](auto q, auto k, auto v) -> const cpu::Session::Result& {
+                 return session.step(ids, q, k, v);
+               });
 }
 
 std::vector<ReplayPoint> replay_trace(const DecodeTrace& trace, const std::vector<int>& layers,

@@ -28,7 +28,7 @@ namespace mactune::tuner {
 enum class ReplayEngine { cpu, ref };
 std::string_view replay_engine_name(ReplayEngine e);
 ReplayEngine parse_replay_engine(std::string_view s);
-// The engine replays use unless told otherwise: the CPU engine when this build has it.
+// The engine replays use unless told otherwise: the CPU engine.
 ReplayEngine default_replay_engine();
 
 struct ReplaySettings {
@@ -36,11 +36,16 @@ struct ReplaySettings {
   DType kv_dtype = DType::f32;  // KV cache (and ring q) storage
   ReplayEngine engine = default_replay_engine();
   int threads = 0;  // CPU engine worker threads (0 = all); also used for the exact attention
+  // Run the engine's plain full attention (no match, no ring) instead of MAC: checks the
+  // engine (and the trace's RoPE base) against o_ref at the engine's precision.
+  bool baseline = false;
 
   // MacParams defaults, except min_context = 0: in a trace every position is a decode step.
   static MacParams replay_defaults();
   // "K=512 r=256 tau=0.45 pick=nearest min_context=0 summary=f32 rectify=forward eps=1 kv=f32"
   std::string key() const;
+  // "cpu", "ref", or "cpu:full" / "ref:full" for a baseline run (the database's engine column).
+  std::string engine_label() const;
 };
 
 // Distribution of per-pair relative errors. Percentiles interpolate linearly between order

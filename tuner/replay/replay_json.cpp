@@ -32,7 +32,7 @@ std::string replay_json(const DecodeTrace& trace, const std::vector<ReplayPoint>
     const Fidelity& f = pt.fidelity;
     ordered_json e;
     e["layer"] = f.layer;
-    e["engine"] = replay_engine_name(pt.settings.engine);
+    e["engine"] = pt.settings.engine_label();
     e["K"] = mac.ring_capacity;
     e["r"] = mac.band;
     e["tau"] = mac.tau;
