@@ -4,7 +4,10 @@
 #   scripts/gpu-check.sh --prepare [BUNDLE]   on the build machine (this repo's toolchain and
 #       Debian packages): builds the CUDA test and check binaries (static cudart, static
 #       libstdc++; no yaml-cpp/SQLite) into BUNDLE (default .gpu-bundle, git-ignored locally)
-#       and lists their shared libraries.
+#       and lists their shared libraries. The bundle's instances: the default grid plus one
+#       instance of each code path the default grid does not reach (f16 and D = 64, D = 256,
+#       G up to 16, two MMA steps a warp with 3 stages), so the gpu tests cover them all;
+#       MACTUNE_GPU_CHECK_FILTER overrides the list (globs, ";"-separated).
 #
 #   scripts/gpu-check.sh OUTDIR [BUNDLE]       on the GPU machine (CUDA driver, no packages, no
 #       network), in at most ~8 minutes: checks `ldd` first, runs the gpu tests, measures the
@@ -20,8 +23,10 @@ if [[ ${1:-} == --prepare ]]; then
   set -e
   bundle=${2:-$root/.gpu-bundle}
   build=$root/build/gpu-bundle
+  filter=${MACTUNE_GPU_CHECK_FILTER:-"attend_cuda_hd128_g8_t64_s2_bf16;attend_cuda_hd128_g16_t64_s2_bf16;attend_cuda_hd64_g8_t64_s2_f16;attend_cuda_hd256_g8_t64_s2_bf16;attend_cuda_hd128_g8_t128_s3_bf16;full_cuda_hd128_g8_t64_s2_bf16;full_cuda_hd64_g8_t64_s2_f16;full_cuda_hd256_g16_t64_s2_bf16;match_cuda_hd128_*_bf16;match_cuda_hd64_p1_f16;match_cuda_hd256_p1_bf16;merge_cuda_*"}
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DMACTUNE_BUILD_BENCH=OFF -DMACTUNE_ENABLE_CUPTI=OFF >/dev/null
+    -DMACTUNE_BUILD_BENCH=OFF -DMACTUNE_ENABLE_CUPTI=OFF \
+    -DMACTUNE_ALL_INSTANCES=ON "-DMACTUNE_KERNEL_FILTER=$filter" >/dev/null
   cmake --build "$build" --target "${bins[@]}" -j "$(nproc 2>/dev/null || echo 2)"
   mkdir -p "$bundle"
   for b in "${bins[@]}"; do

@@ -54,39 +54,35 @@ void Session::Impl::start(std::span<const int> requests, std::span<const float> 
   std::memcpy(host + il.k, k.data(), k.size_bytes());
   std::memcpy(host + il.v, v.data(), v.size_bytes());
   pending.advance = advance;
-  pending.active = true;
-
   PhaseScope whole(opt.phases, Phase::step, mac() ? attend->name : full->name);
   if (!opt.engine.graph) {
-    try {
-      enqueue(n, false);
-    } catch (...) {
-      pending.active = false;
-      throw;
-    }
-    return;
+    enqueue(n, false);
+  } else {
+    auto it = graphs.find(n);
+    if (it == graphs.end()) it = graphs.emplace(n, capture(n)).first;
+    MACTUNE_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
   }
-  auto it = graphs.find(n);
-  if (it == graphs.end()) {
-    MACTUNE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue(n, true);
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      cudaStreamEndCapture(stream, &broken);
-      if (broken != nullptr) cudaGraphDestroy(broken);
-      pending.active = false;
-      throw;
-    }
-    cudaGraph_t graph = nullptr;
-    MACTUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    MACTUNE_CUDA_CHECK(e);
-    it = graphs.emplace(n, exec).first;
+  pending.active = true;  // only once everything is enqueued: a failed launch leaves no step
+}
+
+// The whole step for n rows as an instantiated graph (copies, memsets, events, kernels).
+cudaGraphExec_t Session::Impl::capture(int n) {
+  MACTUNE_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue(n, true);
+  } catch (...) {
+    cudaGraph_t broken = nullptr;
+    cudaStreamEndCapture(stream, &broken);
+    if (broken != nullptr) cudaGraphDestroy(broken);
+    throw;
   }
-  MACTUNE_CUDA_CHECK(cudaGraphLaunch(it->second, stream));
+  cudaGraph_t graph = nullptr;
+  MACTUNE_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  MACTUNE_CUDA_CHECK(e);
+  return exec;
 }
 
 void Session::Impl::enqueue(int n, bool capturing) {

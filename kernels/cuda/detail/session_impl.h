@@ -122,6 +122,7 @@ struct Session::Impl {
              std::span<const float> v, bool advance);
   // Enqueues copies and kernels of an n-row step on `stream`; `capturing` inside graph capture.
   void enqueue(int n, bool capturing);
+  cudaGraphExec_t capture(int n);
   const Result& finish();
   void record(cudaEvent_t e, bool capturing) const;
 };
