@@ -52,8 +52,15 @@ CpuPhaseTracer::Buffer& CpuPhaseTracer::local() {
   return *b;
 }
 
+void CpuPhaseTracer::set_default_instance(std::string_view instance) {
+  std::lock_guard lock(mutex_);
+  auto it = std::find(instances_.begin(), instances_.end(), instance);
+  if (it == instances_.end()) it = instances_.insert(instances_.end(), std::string(instance));
+  default_instance_ = static_cast<std::uint16_t>(it - instances_.begin());
+}
+
 std::uint16_t CpuPhaseTracer::intern(Buffer& b, std::string_view instance) {
-  if (instance.empty()) return 0;
+  if (instance.empty()) return default_instance_;
   if (b.last_instance_id != 0 && instance == b.last_instance) return b.last_instance_id;
   std::lock_guard lock(mutex_);
   auto it = std::find(instances_.begin(), instances_.end(), instance);
@@ -69,7 +76,7 @@ std::uint16_t CpuPhaseTracer::intern(Buffer& b, std::string_view instance) {
 
 void CpuPhaseTracer::begin(Phase phase, std::string_view instance) {
   Buffer& b = local();
-  const bool on = recording();
+  const bool on = recording() && !(ignored_ >> static_cast<unsigned>(phase) & 1u);
   b.open.push_back({phase, on ? intern(b, instance) : std::uint16_t{0}, on, now_ns()});
 }
 

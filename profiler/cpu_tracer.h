@@ -48,6 +48,11 @@ class CpuPhaseTracer final : public PhaseSink {
   void set_recording(bool on) { recording_.store(on, std::memory_order_relaxed); }
   bool recording() const { return recording_.load(std::memory_order_relaxed); }
 
+  // Phases reported without an instance name get this one (the CPU engine names none).
+  void set_default_instance(std::string_view instance);
+  // Drops every span of `phase` (the decode loop records steps itself, with their stats).
+  void ignore(Phase phase) { ignored_ |= 1u << static_cast<unsigned>(phase); }
+
   // Makes the calling thread known (so CUDA API records of it map to its track) and names it.
   void register_thread(std::string name = {});
   // A complete span on the calling thread's track (a decode step with its stats as args).
@@ -80,6 +85,8 @@ class CpuPhaseTracer final : public PhaseSink {
   std::uint16_t intern(Buffer& b, std::string_view instance);
 
   const std::uint64_t serial_;  // distinguishes tracers in the thread-local cache
+  std::uint32_t ignored_ = 0;   // bit per Phase
+  std::uint16_t default_instance_ = 0;
   std::atomic<bool> recording_{true};
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Buffer>> buffers_;  // guarded by mutex_ (the vector, not contents)

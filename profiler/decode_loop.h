@@ -1,11 +1,13 @@
 // The profiled decode loop: warm-up steps (not recorded), then `steps` measured steps, each
-// timed on the profiler clock and wrapped in an NVTX "step" range, with device activity
-// collected around the measured steps only and (CUDA backend) cudaProfilerStart/Stop around them
-// for `nsys --capture-range=cudaProfilerApi`. Works with any session that has the
-// mactune::cpu::Session API (step(requests, q, k, v, advance) -> Result with .stats,
-// instance_name()); the session reports its phases to the sink it was built with.
+// timed on the profiler clock, inside one registered NVTX range "measure" (the capture range of
+// `nsys -c nvtx`), with device activity collected around the measured steps only and (CUDA
+// backend) cudaProfilerStart/Stop around them for `nsys --capture-range=cudaProfilerApi`.
+// Works with any session that has the mactune::cpu::Session API (step(requests, q, k, v,
+// advance) -> Result with .stats, instance_name()); the session reports its phases, the step
+// included, to the sink it was built with.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -28,6 +30,9 @@ struct LoopOptions {
   int warmup = 2;
   std::uint64_t seed = 1;
   bool cuda_profiler_range = false;  // cudaProfilerStart/Stop around the measured steps
+  // Checked between steps: when it turns true the loop stops early and returns the steps it
+  // measured (SIGINT during `mactune profile` still writes the trace).
+  const std::atomic<bool>* stop = nullptr;
 };
 
 struct LoopResult {
@@ -56,12 +61,10 @@ class CudaProfilerRange {
   bool started_ = false;
 };
 
-// `step_sink` receives Phase::step around each measured step (give it the NVTX sink; the CPU
-// tracer gets the step as a span of its own from make_profile_timeline).
 template <class Session>
 LoopResult run_decode_loop(Session& session, std::span<const int> requests, const Problem& shape,
                            const LoopOptions& options, CpuPhaseTracer& tracer,
-                           ActivityCollector& activity, PhaseSink* step_sink) {
+                           ActivityCollector& activity) {
   const int n = static_cast<int>(requests.size());
   const int total = options.warmup + options.steps;
   std::vector<StepInputs> inputs;  // made up front: the RNG stays out of the measured steps
@@ -73,7 +76,8 @@ LoopResult run_decode_loop(Session& session, std::span<const int> requests, cons
   result.loop_tid = os_thread_id();
   tracer.register_thread("decode loop");
   tracer.set_recording(false);
-  for (int i = 0; i < options.warmup; ++i) {
+  auto stopped = [&] { return options.stop && options.stop->load(std::memory_order_relaxed); };
+  for (int i = 0; i < options.warmup && !stopped(); ++i) {
     const StepInputs& in = inputs[static_cast<std::size_t>(i)];
     session.step(requests, in.q, in.k, in.v, true);
   }
@@ -82,14 +86,11 @@ LoopResult run_decode_loop(Session& session, std::span<const int> requests, cons
   {
     NvtxRange measure(kMeasureRange, -1, /*registered=*/true);
     CudaProfilerRange capture(options.cuda_profiler_range);
-    for (int i = options.warmup; i < total; ++i) {
+    for (int i = options.warmup; i < total && !stopped(); ++i) {
       const StepInputs& in = inputs[static_cast<std::size_t>(i)];
       StepSample sample;
       sample.start_ns = now_ns();
-      {
-        PhaseScope scope(step_sink, Phase::step, result.instance);
-        sample.stats = session.step(requests, in.q, in.k, in.v, true).stats;
-      }
+      sample.stats = session.step(requests, in.q, in.k, in.v, true).stats;
       sample.end_ns = now_ns();
       result.steps.push_back(sample);
     }

@@ -107,10 +107,12 @@ bool nvtx_tool_attached() {
   return domain() != nullptr;
 }
 
-NvtxPhaseSink::NvtxPhaseSink() : domain_(domain()) {}
+NvtxPhaseSink::NvtxPhaseSink(std::string default_instance)
+    : domain_(domain()), default_instance_(std::move(default_instance)) {}
 
 void NvtxPhaseSink::begin(Phase phase, std::string_view instance) {
   if (!domain_) return;
+  if (instance.empty()) instance = default_instance_;
   CachedString& c = phase_strings[static_cast<std::size_t>(phase)];
   if (!c.handle || c.instance != instance) {
     c.handle = registered_string(nvtx_message(phase, instance));
@@ -171,7 +173,7 @@ bool nvtx_compiled() {
 bool nvtx_tool_attached() {
   return false;
 }
-NvtxPhaseSink::NvtxPhaseSink() : domain_(nullptr) {}
+NvtxPhaseSink::NvtxPhaseSink(std::string) : domain_(nullptr) {}
 void NvtxPhaseSink::begin(Phase, std::string_view) {}
 void NvtxPhaseSink::end(Phase) {}
 NvtxRange::NvtxRange(std::string_view, std::int64_t, bool) {}

@@ -29,13 +29,15 @@ bool parse_nvtx_message(std::string_view message, std::string* phase, std::strin
 // ranges are per thread, like the phases). Colors are fixed per phase.
 class NvtxPhaseSink final : public PhaseSink {
  public:
-  NvtxPhaseSink();
+  // `default_instance` names the ranges of phases reported without an instance.
+  explicit NvtxPhaseSink(std::string default_instance = {});
   void begin(Phase phase, std::string_view instance) override;
   void end(Phase phase) override;
   bool active() const { return domain_ != nullptr; }
 
  private:
   void* domain_;  // nvtxDomainHandle_t; null when no tool is attached
+  std::string default_instance_;
 };
 
 // A scoped NVTX range in domain "mactune" around anything: a tuner point, a warm-up, the

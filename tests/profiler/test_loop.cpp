@@ -52,7 +52,7 @@ Profiled profile_fake(int steps, int warmup, int workers, int skip_merge_at = -1
   opt.steps = steps;
   opt.warmup = warmup;
   Profiled p;
-  p.loop = run_decode_loop(session, requests, shape, opt, tracer, *none, nullptr);
+  p.loop = run_decode_loop(session, requests, shape, opt, tracer, *none);
   EXPECT_EQ(session.steps_run(), steps + warmup);
   const Timeline tl = make_profile_timeline(tracer, p.loop, none->take(), {});
   std::ostringstream out;
@@ -184,6 +184,41 @@ TEST(CpuPhaseTracer, RecordingOffDropsSpansButKeepsNesting) {
   ASSERT_EQ(t[0].spans.size(), 1u);
   EXPECT_EQ(t[0].spans[0].phase, Phase::merge);
   EXPECT_EQ(t[0].unmatched_ends, 0);
+}
+
+TEST(CpuPhaseTracer, DefaultInstanceAndIgnoredPhases) {
+  CpuPhaseTracer tracer;
+  tracer.set_default_instance("mac_cpu_generic_hd64_f32");
+  tracer.ignore(Phase::step);
+  {
+    PhaseScope step(&tracer, Phase::step);
+    PhaseScope attend(&tracer, Phase::attend);  // no instance: the default one
+    PhaseScope merge(&tracer, Phase::merge, "merge_named");
+  }
+  const auto t = tracer.threads();
+  const auto names = tracer.instances();
+  ASSERT_EQ(t[0].spans.size(), 2u);  // the step span is dropped
+  EXPECT_EQ(t[0].spans[0].phase, Phase::merge);
+  EXPECT_EQ(names[t[0].spans[0].instance], "merge_named");
+  EXPECT_EQ(names[t[0].spans[1].instance], "mac_cpu_generic_hd64_f32");
+  EXPECT_EQ(t[0].unmatched_ends, 0);
+}
+
+TEST(DecodeLoop, StopFlagEndsTheLoopEarlyWithTheStepsMeasured) {
+  CpuPhaseTracer tracer;
+  const Problem shape = small_shape();
+  testing::FakeSession session(shape, &tracer, 0);
+  auto none = make_null_collector("test");
+  std::atomic<bool> stop{true};
+  LoopOptions opt;
+  opt.steps = 5;
+  opt.warmup = 1;
+  opt.stop = &stop;
+  const std::vector<int> requests = {0};
+  EXPECT_TRUE(run_decode_loop(session, requests, shape, opt, tracer, *none).steps.empty());
+  EXPECT_EQ(session.steps_run(), 0);
+  stop = false;
+  EXPECT_EQ(run_decode_loop(session, requests, shape, opt, tracer, *none).steps.size(), 5u);
 }
 
 TEST(TeeSink, ForwardsInOrderAndUnwindsInReverse) {

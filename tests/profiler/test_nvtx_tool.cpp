@@ -146,6 +146,14 @@ TEST(NvtxWithTool, ScopedRangesCarryPayloadsAndRegisteredCaptureNames) {
   EXPECT_EQ(g_depth, 0);
 }
 
+TEST(NvtxWithTool, PhasesWithoutAnInstanceTakeTheDefaultOne) {
+  NvtxPhaseSink sink("mac_cpu_generic_hd64_f32");
+  { PhaseScope a(&sink, Phase::ring_write); }
+  std::lock_guard lock(g_mutex);
+  EXPECT_EQ(g_calls.back().what, "pop");
+  EXPECT_EQ(g_calls[g_calls.size() - 2].message, "R:ring_write/mac_cpu_generic_hd64_f32");
+}
+
 TEST(NvtxWithTool, ThreadsKeepTheirOwnRangeStrings) {
   NvtxPhaseSink sink;
   std::vector<std::thread> pool;
