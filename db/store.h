@@ -239,7 +239,9 @@ class Store {
   Connection& connection() { return c_; }
   const Connection& connection() const { return c_; }
 
-  // Upserts by natural key; return the row id (existing or new).
+  // Upserts by natural key; return the row id (existing or new). Each new key is one
+  // durable commit (an fsync, ~6 ms here); register many keys at once inside one
+  // `Transaction t(store.connection()); ... t.commit();` (~0.1 ms per key).
   Id upsert_device(const DeviceFingerprint& d);
   Id upsert_build(const BuildInfo& b);
   Id upsert_instance(const InstanceInfo& i);  // throws Error if the name has another config
