@@ -1,4 +1,4 @@
-// CSV export of any table or view of a store (RFC 4180: comma-separated, CRLF-free "\n"
+// CSV export of any table or view of a store (RFC 4180 fields, records ending in "\n";
 // records, fields with a comma, quote or newline in double quotes, NULL as an empty field).
 #pragma once
 

@@ -1,6 +1,5 @@
 #include "db/schema.h"
 
-#include <algorithm>
 
 namespace mactune::db {
 namespace {
