@@ -3,6 +3,10 @@
 // target attributes, never TU-wide -m flags); cpuid decides which ones may run.
 #pragma once
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -36,8 +40,9 @@ inline bool isa_supported(Isa isa) {
   if (isa == Isa::generic) return true;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;  // F16C: clang 14 has no builtin name for it
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   if (isa == Isa::avx2) return avx2;
   return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl");

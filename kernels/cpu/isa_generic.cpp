@@ -1,7 +1,9 @@
 // The portable path: the kernel body over 8-lane GCC/Clang vector extensions, compiled for the
 // baseline target (SSE2 on x86-64; NEON or scalar elsewhere). Lane order is the memory order.
-#if defined(__GNUC__) && !defined(__clang__)
 // V's 32-byte vectors cross no ABI boundary (internal linkage): the warning does not apply.
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 #include <algorithm>

@@ -199,18 +199,22 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   s.kv.reserve(r.pages, len);
   const int P = s.shape.page_size, pages = (len + P - 1) / P;
   const DType kv_dtype = s.shape.kv_dtype;
-  s.pool->run(pages, [&](int page, int) {
-    Noise rng{detail::splitmix64(seed ^ (0x9e37ull * static_cast<std::uint64_t>(page + 1)))};
+  // Tasks of whole pages (at most 4096 tasks); each page's values depend only on (seed, page).
+  const int per_task = std::max(1, (pages + 4095) / 4096);
+  s.pool->run((pages + per_task - 1) / per_task, [&](int task, int) {
     std::vector<float> row(static_cast<std::size_t>(s.D));
-    const int rows = std::min(P, len - page * P);
-    for (int g = 0; g < s.Hkv; ++g)
-      for (int j = page * P; j < page * P + rows; ++j) {
-        std::byte* k = s.kv.row(r.pages, g, j);
-        for (float& x : row) x = rng.next();
-        store_floats(kv_dtype, row.data(), k, s.D);
-        for (float& x : row) x = rng.next();
-        store_floats(kv_dtype, row.data(), k + s.kv.v_offset(), s.D);
-      }
+    for (int page = task * per_task; page < std::min(pages, (task + 1) * per_task); ++page) {
+      Noise rng{detail::splitmix64(seed ^ (0x9e37ull * static_cast<std::uint64_t>(page + 1)))};
+      const int rows = std::min(P, len - page * P);
+      for (int g = 0; g < s.Hkv; ++g)
+        for (int j = page * P; j < page * P + rows; ++j) {
+          std::byte* k = s.kv.row(r.pages, g, j);
+          for (float& x : row) x = rng.next();
+          store_floats(kv_dtype, row.data(), k, s.D);
+          for (float& x : row) x = rng.next();
+          store_floats(kv_dtype, row.data(), k + s.kv.v_offset(), s.D);
+        }
+    }
   });
   if (s.opt.mac_enabled) {
     Ring& ring = r.ring;

@@ -23,8 +23,7 @@ void PagedKv::ArenaFree::operator()(std::byte* p) const {
   std::free(p);
 }
 
-PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size)
-    : kv_heads_(kv_heads), page_size_(page_size) {
+PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size) : page_size_(page_size) {
   row_bytes_ = static_cast<std::size_t>(head_dim) * dtype_size(dtype);
   v_offset_ = static_cast<std::size_t>(kv_heads) * page_size * row_bytes_;
   page_bytes_ = 2 * v_offset_;

@@ -42,7 +42,7 @@ class PagedKv {
   struct ArenaFree {
     void operator()(std::byte* p) const;
   };
-  int kv_heads_, page_size_;
+  int page_size_;
   std::size_t row_bytes_, v_offset_, page_bytes_;
   std::size_t pages_per_arena_;
   std::vector<std::unique_ptr<std::byte[], ArenaFree>> arenas_;

@@ -1,0 +1,304 @@
+// bench_cpu: full attention vs MAC on the CPU engine over context x batch x hit rate, each
+// result stated as bytes/s and FLOP/s from the modeled bytes (StepStats::modeled_bytes) and
+// operations, and as a fraction of its roofline bound max(bytes / bandwidth, flops / FMA peak),
+// with both bounds probed in the same process (probe/read_bandwidth, probe/fma_peak).
+//
+// Shape: one Llama-3.1-8B attention layer (32 query heads, 8 KV heads, head_dim 128), bf16 KV
+// in pages of 16; MAC with K = 512, r = 256, tau = 0.45, min_context 2048, forced hits (exact
+// quota per step, lag uniform in [1, 64], per head). Each point: prefill_synthetic, then
+// step(advance = false) repeated on the same position. One prefilled session serves every hit
+// rate of a (batch, context) (Session::set_forced), and full and MAC run in the same process.
+//
+//   bench_cpu [--contexts=4096,...] [--batches=1,8] [--hits=0,0.5,1] [--isa=auto]
+//             [--threads=0] [--block_rows=16] [--chunk_tokens=256] [benchmark flags]
+// Names: <instance>/batch:B/context:L[/hit:H], e.g.
+// mac_cpu_avx2_hd128_bf16/batch:1/context:32768/hit:0.50
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/probes.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/kernel_api.h"
+#include "kernels/cpu/session.h"
+#include "kernels/cpu/storage.h"
+
+namespace mactune::bench {
+namespace {
+
+struct Grid {
+  std::vector<int> contexts{4096, 8192, 16384, 32768, 65536, 131072};
+  std::vector<int> batches{1, 2, 4, 8};
+  std::vector<double> hits{0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+  cpu::EngineConfig engine;
+};
+
+cpu::SessionOptions options(bool mac, int batch, int context, const cpu::EngineConfig& engine) {
+  cpu::SessionOptions o;
+  o.shape.batch = batch;
+  o.shape.q_heads = 32;
+  o.shape.kv_heads = 8;
+  o.shape.head_dim = 128;
+  o.shape.kv_dtype = DType::bf16;
+  o.shape.page_size = 16;
+  o.mac.ring_capacity = 512;
+  o.mac.band = 256;
+  o.mac.tau = 0.45;
+  o.mac.min_context = 2048;
+  o.mac_enabled = mac;
+  o.engine = engine;
+  o.max_context = context + 1;
+  return o;
+}
+
+ForcedHits forced(double hit) {
+  ForcedHits f;
+  f.enabled = true;
+  f.hit_rate = hit;
+  f.coherence = Coherence::per_head;
+  f.lag = {LagKind::uniform, 1, 64};
+  return f;
+}
+
+// The one live prefilled session (KV of 8 x 128K tokens is 4 GiB: never two at once), with
+// the step's random inputs.
+struct Live {
+  bool mac = false;
+  int batch = 0, context = 0;
+  std::unique_ptr<cpu::Session> session;
+  std::vector<int> ids;
+  std::vector<float> q, k, v;
+
+  cpu::Session& get(bool m, int b, int ctx, const cpu::EngineConfig& engine) {
+    if (session && mac == m && batch == b && context == ctx) return *session;
+    session.reset();
+    session = std::make_unique<cpu::Session>(options(m, b, ctx, engine));
+    mac = m, batch = b, context = ctx;
+    ids.clear();
+    for (int i = 0; i < b; ++i) {
+      ids.push_back(session->add_request());
+      session->prefill_synthetic(ids.back(), ctx, 0x5eed + static_cast<std::uint64_t>(i));
+    }
+    std::mt19937_64 rng(7);
+    std::uniform_real_distribution<float> u(0.25f, 1.0f);
+    auto fill = [&](std::vector<float>& x, std::size_t n) {
+      x.resize(n);
+      for (float& e : x) e = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
+    };
+    fill(q, std::size_t(b) * 32 * 128);
+    fill(k, std::size_t(b) * 8 * 128);
+    fill(v, std::size_t(b) * 8 * 128);
+    return *session;
+  }
+};
+
+Live& live() {
+  static Live l;
+  return l;
+}
+
+// FLOPs of a step: q.k and p.v over every head's KV range (4 D per head and token), plus the
+// match scan of every eligible head (3 D per candidate: subtract, multiply, add).
+double modeled_flops(const StepStats& s, int m, int ring_capacity, int head_dim) {
+  return 4.0 * head_dim * static_cast<double>(s.head_tokens_read) +
+         3.0 * head_dim * s.eligible_heads *
+             static_cast<double>(match_candidates(m, ring_capacity));
+}
+
+void decode(benchmark::State& state, bool mac, int batch, int context, double hit,
+            const cpu::EngineConfig& engine) {
+  cpu::Session& s = live().get(mac, batch, context, engine);
+  if (mac) s.set_forced(forced(hit));
+  const auto& ids = live().ids;
+  for (int w = 0; w < 2; ++w) s.step(ids, live().q, live().k, live().v, false);  // warm-up
+  const StepStats stats = s.step(ids, live().q, live().k, live().v, false).stats;
+  const double bytes = static_cast<double>(stats.modeled_bytes());
+  const double flops = modeled_flops(stats, context, 512, 128);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    const auto& r = s.step(ids, live().q, live().k, live().v, false);
+    benchmark::DoNotOptimize(r.out.data());
+  }
+  const double per_step =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
+      static_cast<double>(state.iterations());
+  const Roofline& roof = machine_roofline();
+  using benchmark::Counter;
+  state.counters["bytes/s"] = Counter(bytes, Counter::kIsIterationInvariantRate);
+  state.counters["flop/s"] = Counter(flops, Counter::kIsIterationInvariantRate);
+  state.counters["roofline"] = roof.bound_seconds(bytes, flops) / per_step;
+  state.counters["bound"] = flops / roof.flops_per_s > bytes / roof.read_bytes_per_s ? 1 : 0;
+  state.counters["skip"] = stats.skip_ratio();
+  state.counters["hit"] =
+      stats.eligible_heads ? double(stats.hit_heads) / stats.eligible_heads : 0.0;
+  state.counters["MB/step"] = bytes / 1e6;
+  state.SetLabel(bytes / roof.read_bytes_per_s > flops / roof.flops_per_s ? "memory-bound"
+                                                                          : "compute-bound");
+}
+
+void probe_read(benchmark::State& state) {
+  cpu::ThreadPool pool(0);
+  const std::size_t bytes = machine_roofline().buffer_bytes;
+  double rate = 0;
+  for (auto _ : state) rate = read_bandwidth(pool, bytes, 3);
+  state.counters["bytes/s"] = rate;
+  state.counters["buffer_MiB"] = static_cast<double>(bytes >> 20);
+  state.counters["llc_MiB"] = static_cast<double>(llc_bytes() >> 20);
+}
+
+void probe_fma(benchmark::State& state) {
+  cpu::ThreadPool pool(0);
+  double rate = 0;
+  for (auto _ : state) rate = peak_fma(pool, cpu::best_isa(), 3);
+  state.counters["flop/s"] = rate;
+  state.counters["threads"] = pool.size();
+}
+
+// The attend kernel alone, one thread, over `rows` KV rows of one group that stay in cache:
+// its FLOP rate against the single-thread FMA peak (the compute efficiency of the inner loop,
+// apart from memory). CPU time, so a loaded machine skews it less.
+void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, int block_rows) {
+  const int D = 128;
+  const DType dt = DType::bf16;
+  const cpu::KernelSet ks = cpu::kernel_set(isa, D, dt);
+  cpu::PagedKv kv(1, D, dt, 16);
+  std::vector<std::byte*> table;
+  kv.reserve(table, rows);
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> row(D);
+  for (int j = 0; j < rows; ++j) {
+    for (float& x : row) x = u(rng);
+    cpu::store_floats(dt, row.data(), kv.row(table, 0, j), D);
+    for (float& x : row) x = u(rng);
+    cpu::store_floats(dt, row.data(), kv.row(table, 0, j) + kv.v_offset(), D);
+  }
+  std::vector<float> q(std::size_t(group) * D), o(q.size());
+  std::vector<float> lse(static_cast<std::size_t>(group));
+  for (float& x : q) x = 0.13f * u(rng);
+  std::vector<int> start(std::size_t(group), 0);
+  cpu::AttendArgs a;
+  a.q = q.data();
+  a.start = start.data();
+  a.nh = group;
+  a.kv = kv.view(table, 0);
+  a.lo = 0;
+  a.hi = rows;
+  a.block_rows = block_rows;
+  a.o = o.data();
+  a.lse = lse.data();
+  for (auto _ : state) {
+    ks.attend(a);
+    benchmark::DoNotOptimize(o.data());
+  }
+  const double flops = 4.0 * D * group * rows;
+  state.counters["flop/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  static const double peak1 = peak_fma_thread_cpu(cpu::best_isa(), 3);
+  state.counters["fma_frac"] =
+      benchmark::Counter(flops / peak1, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+template <class T>
+std::vector<T> parse_list(const char* s) {
+  std::vector<T> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(static_cast<T>(std::stod(item)));
+  return out;
+}
+
+// Takes our flags out of argv (the rest goes to Google Benchmark).
+Grid parse_grid(int& argc, char** argv) {
+  Grid g;
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    const char* a = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      const std::size_t n = std::strlen(flag);
+      return std::strncmp(a, flag, n) == 0 && a[n] == '=' ? a + n + 1 : nullptr;
+    };
+    if (const char* v = value("--contexts"))
+      g.contexts = parse_list<int>(v);
+    else if (const char* v2 = value("--batches"))
+      g.batches = parse_list<int>(v2);
+    else if (const char* v3 = value("--hits"))
+      g.hits = parse_list<double>(v3);
+    else if (const char* v4 = value("--isa"))
+      g.engine.isa = v4;
+    else if (const char* v5 = value("--threads"))
+      g.engine.threads = std::atoi(v5);
+    else if (const char* v6 = value("--block_rows"))
+      g.engine.block_rows = std::atoi(v6);
+    else if (const char* v7 = value("--chunk_tokens"))
+      g.engine.chunk_tokens = std::atoi(v7);
+    else
+      argv[kept++] = argv[i];
+  }
+  argc = kept;
+  return g;
+}
+
+std::string point_name(bool mac, int batch, int context, double hit, const cpu::EngineConfig& e) {
+  const std::string isa(cpu::isa_name(cpu::resolve_isa(e.isa)));
+  char buf[160];
+  if (mac)
+    std::snprintf(buf, sizeof buf, "%s/batch:%d/context:%d/hit:%.2f",
+                  cpu::instance_name(true, isa, 128, DType::bf16).c_str(), batch, context, hit);
+  else
+    std::snprintf(buf, sizeof buf, "%s/batch:%d/context:%d",
+                  cpu::instance_name(false, isa, 128, DType::bf16).c_str(), batch, context);
+  return buf;
+}
+
+}  // namespace
+}  // namespace mactune::bench
+
+int main(int argc, char** argv) {
+  using namespace mactune::bench;
+  namespace cpu = mactune::cpu;
+  const Grid grid = parse_grid(argc, argv);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  const Roofline& roof = machine_roofline();
+  benchmark::AddCustomContext("cpu", mactune::cpu_model_name());
+  benchmark::AddCustomContext("isa", roof.isa);
+  benchmark::AddCustomContext("probe_threads", std::to_string(roof.threads));
+  benchmark::AddCustomContext("probe_read_GBps", std::to_string(roof.read_bytes_per_s / 1e9));
+  benchmark::AddCustomContext("probe_fma_GFLOPs", std::to_string(roof.flops_per_s / 1e9));
+  benchmark::RegisterBenchmark("probe/read_bandwidth", probe_read)->Iterations(1)->UseRealTime();
+  benchmark::RegisterBenchmark("probe/fma_peak", probe_fma)->Iterations(1)->UseRealTime();
+  for (const cpu::Isa isa : cpu::supported_isas())
+    for (const int g : {1, 4, 8})
+      for (const int br : {16, 32}) {
+        const std::string name = "kernel/attend_" + std::string(cpu::isa_name(isa)) +
+                                 "_hd128_bf16/group:" + std::to_string(g) +
+                                 "/rows:2048/block_rows:" + std::to_string(br);
+        benchmark::RegisterBenchmark(
+            name.c_str(), [=](benchmark::State& s) { kernel_attend(s, isa, g, 2048, br); });
+      }
+  for (const int b : grid.batches)
+    for (const int ctx : grid.contexts) {
+      const auto& e = grid.engine;
+      benchmark::RegisterBenchmark(point_name(false, b, ctx, 0, e).c_str(),
+                                   [=](benchmark::State& s) { decode(s, false, b, ctx, 0, e); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      for (const double h : grid.hits)
+        benchmark::RegisterBenchmark(point_name(true, b, ctx, h, e).c_str(),
+                                     [=](benchmark::State& s) { decode(s, true, b, ctx, h, e); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,173 @@
+#include "bench/probes.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <vector>
+
+namespace mactune::bench {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Sums 64-bit words with 8 independent accumulators: the loads, not the adds, set the pace.
+std::uint64_t sum_words(const std::uint64_t* p, std::size_t n) {
+  std::uint64_t a[8] = {};
+  for (std::size_t i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) a[j] += p[i + j];
+  std::uint64_t s = 0;
+  for (std::uint64_t x : a) s += x;
+  return s;
+}
+
+constexpr std::int64_t kFmaIters = 1 << 22;
+
+// Each loop iteration issues 12 independent FMAs per register width (latency 4, 2 pipes:
+// 8 in flight saturate them); x <- a x + b with a < 1 stays finite and cannot be folded.
+[[gnu::target("avx2,fma")]] float fma_loop_avx2(float seed) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(seed + static_cast<float>(i));
+  const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
+  for (std::int64_t it = 0; it < kFmaIters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  __m256 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+
+[[gnu::target("avx512f,avx2,fma")]] float fma_loop_avx512(float seed) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
+  for (std::int64_t it = 0; it < kFmaIters; ++it)
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  __m512 s = acc[0];
+  for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
+  float out[16];
+  _mm512_storeu_ps(out, s);
+  return out[0];
+}
+
+float fma_loop_generic(float seed) {  // 4 lanes of baseline SSE, no fused multiply-add
+  float acc[12][4];
+  for (int i = 0; i < 12; ++i)
+    for (float& x : acc[i]) x = seed + static_cast<float>(i);
+  for (std::int64_t it = 0; it < kFmaIters; ++it)
+    for (int i = 0; i < 12; ++i)
+      for (float& x : acc[i]) x = x * 0.9999999f + 1e-7f;
+  return acc[0][0] + acc[11][3];
+}
+
+}  // namespace
+
+std::size_t llc_bytes() {
+  std::size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(in >> s) || s.empty()) continue;
+    std::size_t mult = 1;
+    if (s.back() == 'K') mult = 1024;
+    if (s.back() == 'M') mult = std::size_t{1} << 20;
+    if (mult != 1) s.pop_back();
+    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
+  }
+  return best;
+}
+
+double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes) {
+  const std::size_t words = bytes / sizeof(std::uint64_t);
+  std::vector<std::uint64_t> buf(words);
+  for (std::size_t i = 0; i < words; ++i) buf[i] = i * 0x9e3779b97f4a7c15ull;  // touch: real pages
+  const int T = pool.size();
+  std::vector<std::uint64_t> sink(static_cast<std::size_t>(T));
+  std::vector<double> rates;
+  for (int p = 0; p < passes + 1; ++p) {  // the first pass warms the TLB and is dropped
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run(T, [&](int t, int) {
+      const std::size_t lo = words * static_cast<std::size_t>(t) / T;
+      const std::size_t hi = words * static_cast<std::size_t>(t + 1) / T;
+      sink[static_cast<std::size_t>(t)] += sum_words(buf.data() + lo, hi - lo);
+    });
+    const double s = seconds_since(t0);
+    if (p > 0) rates.push_back(static_cast<double>(words * sizeof(std::uint64_t)) / s);
+  }
+  volatile std::uint64_t keep = 0;
+  for (std::uint64_t x : sink) keep = keep + x;
+  return median(rates);
+}
+
+double peak_fma(cpu::ThreadPool& pool, cpu::Isa isa, int passes) {
+  const int T = pool.size();
+  const int lanes = isa == cpu::Isa::avx512 ? 16 : isa == cpu::Isa::avx2 ? 8 : 4;
+  std::vector<float> sink(static_cast<std::size_t>(T));
+  std::vector<double> rates;
+  for (int p = 0; p < passes + 1; ++p) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.run(T, [&](int t, int) {
+      const float seed = static_cast<float>(t);
+      sink[static_cast<std::size_t>(t)] += isa == cpu::Isa::avx512 ? fma_loop_avx512(seed)
+                                           : isa == cpu::Isa::avx2 ? fma_loop_avx2(seed)
+                                                                   : fma_loop_generic(seed);
+    });
+    const double s = seconds_since(t0);
+    const double flops = static_cast<double>(T) * kFmaIters * 12 * lanes * 2;
+    if (p > 0) rates.push_back(flops / s);
+  }
+  volatile float keep = 0;
+  for (float x : sink) keep = keep + x;
+  return median(rates);
+}
+
+double peak_fma_thread_cpu(cpu::Isa isa, int passes) {
+  const int lanes = isa == cpu::Isa::avx512 ? 16 : isa == cpu::Isa::avx2 ? 8 : 4;
+  auto cpu_now = [] {
+    timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  };
+  std::vector<double> rates;
+  volatile float keep = 0;
+  for (int p = 0; p < passes + 1; ++p) {
+    const double t0 = cpu_now();
+    keep = keep + (isa == cpu::Isa::avx512 ? fma_loop_avx512(1.0f)
+                   : isa == cpu::Isa::avx2 ? fma_loop_avx2(1.0f)
+                                           : fma_loop_generic(1.0f));
+    const double s = cpu_now() - t0;
+    if (p > 0) rates.push_back(static_cast<double>(kFmaIters) * 12 * lanes * 2 / s);
+  }
+  return median(rates);
+}
+
+const Roofline& machine_roofline() {
+  static const Roofline r = [] {
+    cpu::ThreadPool pool(0);
+    Roofline out;
+    out.threads = pool.size();
+    const cpu::Isa isa = cpu::best_isa();
+    out.isa = std::string(cpu::isa_name(isa));
+    out.buffer_bytes = std::max<std::size_t>(16 * llc_bytes(), std::size_t{1} << 30);
+    out.read_bytes_per_s = read_bandwidth(pool, out.buffer_bytes, 5);
+    out.flops_per_s = peak_fma(pool, isa, 5);
+    return out;
+  }();
+  return r;
+}
+
+}  // namespace mactune::bench

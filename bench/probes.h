@@ -1,0 +1,42 @@
+// Machine probes for the roofline of the CPU benchmarks: DRAM read bandwidth over a buffer far
+// larger than the last-level cache, and the peak FMA throughput of all threads; each measured
+// with the same thread pool the engine uses, median of several passes.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace mactune::bench {
+
+struct Roofline {
+  double read_bytes_per_s = 0;  // all threads streaming a buffer >> LLC
+  double flops_per_s = 0;       // all threads issuing independent FMAs (2 flops each)
+  std::size_t buffer_bytes = 0;
+  int threads = 0;
+  std::string isa;
+  // The time a kernel that moves `bytes` and computes `flops` cannot beat.
+  double bound_seconds(double bytes, double flops) const {
+    const double tb = bytes / read_bytes_per_s, tf = flops / flops_per_s;
+    return tb > tf ? tb : tf;
+  }
+};
+
+// Median over `passes` of one full read of a buffer of `bytes` split over the pool.
+double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes);
+// Median over `passes` of FMA throughput with the widest ISA this CPU runs.
+double peak_fma(cpu::ThreadPool& pool, cpu::Isa isa, int passes);
+
+// FMA throughput of the calling thread alone, per second of its CPU time (not wall time), so
+// that kernel efficiencies measured in CPU time compare with it on a loaded machine.
+double peak_fma_thread_cpu(cpu::Isa isa, int passes);
+
+// Measured once per process (threads = 0: all logical CPUs), then cached.
+const Roofline& machine_roofline();
+
+// Size of the largest cache level (sysfs), 0 when unknown.
+std::size_t llc_bytes();
+
+}  // namespace mactune::bench
