@@ -1,5 +1,5 @@
-// CSV export of any table or view of a store (RFC 4180 fields, records ending in "\n";
-// records, fields with a comma, quote or newline in double quotes, NULL as an empty field).
+// CSV export of any table or view of a store: RFC 4180 fields (a comma, quote or newline puts
+// the field in double quotes), records ending in "\n", NULL as an empty field.
 #pragma once
 
 #include <cstdint>
