@@ -140,6 +140,10 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   DeviceFingerprint device() const override { return cpu_fingerprint(); }
   std::string timer_name() const override { return "steady_clock"; }
+  void use_timer(const std::string& name) override {
+    MACTUNE_REQUIRE(name == "auto" || name == "steady_clock", "timer '", name,
+                    "' needs the cuda backend (the CPU backend times with steady_clock)");
+  }
   std::vector<InstanceInfo> instances() const override { return cpu::instances(); }
 
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {

@@ -15,6 +15,7 @@
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/session.h"
 #include "kernels/error.h"
+#include "profiler/activity.h"
 #endif
 
 namespace mactune::tuner {
@@ -109,9 +110,34 @@ cuda::SessionOptions options_of(const TunePoint& p, bool mac) {
   return o;
 }
 
+// Kernel durations from CUPTI activity records: the sum over the step's kernels (device busy
+// time; the gaps between kernels and the copies are left out). One collection per sample.
+class CuptiTimer final : public Timer {
+ public:
+  CuptiTimer() : collector_(prof::make_activity_collector()) {
+    if (!collector_->active()) input_error("cupti is not usable: ", collector_->status());
+  }
+  std::string_view name() const override { return "cupti"; }
+  void start() override { collector_->start(); }
+  double stop() override {
+    collector_->stop();
+    const prof::ActivityLog log = collector_->take();
+    double ns = 0;
+    int kernels = 0;
+    for (const auto& a : log.device)
+      if (a.op == prof::DeviceOp::kernel) ns += double(a.end_ns - a.start_ns), ++kernels;
+    MACTUNE_CHECK(kernels > 0, "CUPTI recorded no kernel for the step (", log.dropped, " dropped)");
+    return ns * 1e-9;
+  }
+
+ private:
+  std::unique_ptr<prof::ActivityCollector> collector_;
+};
+
 class CudaCase final : public Case {
  public:
-  CudaCase(const TunePoint& p, bool mac, std::uint64_t seed) : session_(options_of(p, mac)) {
+  CudaCase(const TunePoint& p, bool mac, std::uint64_t seed, Timer* cupti)
+      : session_(options_of(p, mac)), cupti_(cupti) {
     const int n = p.shape.batch;
     for (int i = 0; i < n; ++i) {
       ids_.push_back(session_.add_request());
@@ -130,15 +156,18 @@ class CudaCase final : public Case {
   }
   std::string instance() const override { return session_.instance_name(); }
   void run() override { stats_ = session_.step(ids_, q_, k_, v_, false).stats; }
-  // Device time of the step's kernels between two events on the session's stream.
+  // Device time of the step's kernels between two events on the session's stream, or the
+  // sum of its kernel durations from CUPTI.
   double sample() override {
+    if (cupti_) cupti_->start();
     stats_ = session_.step(ids_, q_, k_, v_, false).stats;
-    return session_.last_step_ms() * 1e-3;
+    return cupti_ ? cupti_->stop() : session_.last_step_ms() * 1e-3;
   }
   StepStats stats() const override { return stats_; }
 
  private:
   cuda::Session session_;
+  Timer* cupti_;  // null: CUDA events
   std::vector<int> ids_;
   std::vector<float> q_, k_, v_;
   StepStats stats_;
@@ -160,7 +189,13 @@ class CudaBackend final : public Backend {
   }
   std::string name() const override { return "cuda"; }
   DeviceFingerprint device() const override { return cuda::device_fingerprint(0); }
-  std::string timer_name() const override { return "cuda_events"; }
+  std::string timer_name() const override { return cupti_ ? "cupti" : "cuda_events"; }
+  void use_timer(const std::string& name) override {
+    MACTUNE_REQUIRE(name == "auto" || name == "cuda_events" || name == "cupti", "timer '", name,
+                    "' is not a GPU timer (cuda_events or cupti)");
+    cupti_.reset();
+    if (name == "cupti") cupti_ = std::make_unique<CuptiTimer>();
+  }
   std::vector<InstanceInfo> instances() const override { return cuda::instances(); }
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
     const cuda::EngineConfig e = engine_of(p);
@@ -188,7 +223,7 @@ class CudaBackend final : public Backend {
     return "";
   }
   std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
-    return std::make_unique<CudaCase>(p, mac, seed);
+    return std::make_unique<CudaCase>(p, mac, seed, cupti_.get());
   }
   void flush_caches() override {
     if (cudaMemset(flush_, static_cast<int>(++flushes_ & 0xff), flush_bytes_) != cudaSuccess ||
@@ -203,6 +238,7 @@ class CudaBackend final : public Backend {
   std::size_t flush_bytes_ = 0;
   unsigned flushes_ = 0;
   Nvml nvml_;
+  std::unique_ptr<CuptiTimer> cupti_;
 };
 
 }  // namespace

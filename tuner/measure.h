@@ -71,7 +71,11 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;  // "cpu" | "cuda"
   virtual DeviceFingerprint device() const = 0;
+  // The timer samples are taken with (part of every point's identity).
   virtual std::string timer_name() const = 0;
+  // Selects the timer: "auto" (the backend's default) or a name; InputError when this
+  // backend or build does not have it.
+  virtual void use_timer(const std::string& name) = 0;
   virtual std::vector<InstanceInfo> instances() const = 0;
   // Canonical names of the {MAC, full} instances a point runs, without building anything.
   virtual std::pair<std::string, std::string> instance_names(const TunePoint& p) const = 0;

@@ -221,7 +221,7 @@ void read_axes(const Reader& rd, Spec& spec, Section section, const YAML::Node& 
 void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
   for (const auto& e : rd.mapping(n, "measure",
                                   {"warmup", "min_samples", "max_samples", "noise", "min_time",
-                                   "time_cap", "mode", "stable_window"})) {
+                                   "time_cap", "mode", "stable_window", "timer"})) {
     const std::string key = "measure." + e.key;
     auto positive_int = [&](int lo) {
       const long long v = rd.integer(e.value, key);
@@ -240,6 +240,13 @@ void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
     if (e.key == "min_time") m.stop.min_time = nonneg();
     if (e.key == "time_cap") m.stop.time_cap = nonneg();
     if (e.key == "stable_window") m.stop.stable_window = positive_int(2);
+    if (e.key == "timer") {
+      m.timer = rd.scalar(e.value, key);
+      if (m.timer != "auto" && m.timer != "steady_clock" && m.timer != "cuda_events" &&
+          m.timer != "cupti")
+        rd.fail(e.value, key, "expected auto, steady_clock, cuda_events or cupti, got '", m.timer,
+                "'");
+    }
     if (e.key == "mode") {
       const std::string s = rd.scalar(e.value, key);
       if (s != "cold" && s != "hot") rd.fail(e.value, key, "expected cold or hot, got '", s, "'");

@@ -54,6 +54,9 @@ std::string_view cache_mode_name(CacheMode m);
 struct MeasurePolicy {
   StoppingPolicy stop;
   CacheMode mode = CacheMode::cold;
+  // auto (the backend's default: steady_clock on CPUs, cuda_events on GPUs), steady_clock,
+  // cuda_events or cupti (kernel durations from CUPTI activity records).
+  std::string timer = "auto";
   // The part of the policy that changes what a sample measures: it belongs to the identity of
   // a point (a cold and a hot measurement are different points). Stopping limits only change
   // precision and are not part of it.

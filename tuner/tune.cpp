@@ -105,6 +105,11 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   res.dispatch_path = opt.dispatch_path.empty() ? spec.output.dispatch : opt.dispatch_path;
   res.report_dir = opt.report_dir.empty() ? spec.output.report : opt.report_dir;
   const std::string header_path = opt.header_path.empty() ? spec.output.header : opt.header_path;
+  try {
+    backend->use_timer(spec.measure.timer);
+  } catch (const InputError& e) {
+    input_error(spec.file, ": measure.timer: ", e.what());
+  }
   const std::string policy = backend->timer_name();
   const bool cold = spec.measure.mode == CacheMode::cold;
 
