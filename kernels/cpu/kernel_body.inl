@@ -12,7 +12,8 @@
 // Query and accumulator vectors are kept in that order, so no kernel shuffles a KV row.
 //
 // attend(): rows are processed in blocks of block_rows: (1) scores of every head tile x row
-// tile with each K row loaded once per head tile (V::reduce8 turns 8 dot-product registers
+// tile of the heads active in the block (heads sorted by start, so a prefix), with each K row
+// loaded once per head tile (V::reduce8 turns 8 dot-product registers
 // into 8 scores); (2) per head, the online-softmax update in the log2 domain (q arrives
 // pre-scaled by scale * log2 e); (3) P.V with each V row loaded once per head tile and the
 // accumulators rescaled on load. The state leaves as (o normalized, lse in natural log).
@@ -111,32 +112,53 @@ void attend(const AttendArgs& a) {
   alignas(64) float acc[kMaxGroupSize * D];
   alignas(64) float s[kMaxGroupSize * kLd];
   float mx[kMaxGroupSize], sum[kMaxGroupSize], alpha[kMaxGroupSize];
-  const T* krow[kMaxBlockRows + 8];
-  const T* vrow[kMaxBlockRows + 8];
-  for (int h = 0; h < nh; ++h) {
-    permute_in<T, D>(a.q + h * D, q + h * D);
-    for (int i = 0; i < D; ++i) acc[h * D + i] = 0.0f;
-    mx[h] = -std::numeric_limits<float>::infinity();
-    sum[h] = 0.0f;
+  const T* krows[2][kMaxBlockRows + 8];  // this block's rows and the next block's
+  const T* vrows[2][kMaxBlockRows + 8];
+  // Heads are processed in the order of their start: the heads active in a block are then a
+  // prefix, and head tiles cover only those (a mixed group costs what its heads read).
+  int order[kMaxGroupSize], start[kMaxGroupSize];
+  for (int h = 0; h < nh; ++h) order[h] = h;
+  for (int i = 1; i < nh; ++i)  // insertion sort: stable, no allocation, nh <= 16
+    for (int j = i; j > 0 && a.start[order[j - 1]] > a.start[order[j]]; --j)
+      std::swap(order[j - 1], order[j]);
+  for (int i = 0; i < nh; ++i) {
+    start[i] = a.start[order[i]];
+    permute_in<T, D>(a.q + order[i] * D, q + i * D);
+    for (int d = 0; d < D; ++d) acc[i * D + d] = 0.0f;
+    mx[i] = -std::numeric_limits<float>::infinity();
+    sum[i] = 0.0f;
   }
+  // Row pointers come from the page table one block ahead, and that block is prefetched while
+  // this one is computed: a page of a head is a few KiB, where hardware prefetchers stop.
   const KvView& kv = a.kv;
   int page = a.lo / kv.page_size, off = a.lo % kv.page_size;
-  for (int j0 = a.lo; j0 < a.hi; j0 += B) {
-    const int nb = std::min(B, a.hi - j0);
-    for (int r = 0; r < nb; ++r) {
+  auto take_rows = [&](int n, const T** k, const T** v, bool prefetch) {
+    for (int r = 0; r < n; ++r) {
       const std::byte* base = kv.pages[page] + kv.head_offset + off * kv.row_bytes;
-      krow[r] = reinterpret_cast<const T*>(base);
-      vrow[r] = reinterpret_cast<const T*>(base + kv.v_offset);
+      k[r] = reinterpret_cast<const T*>(base);
+      v[r] = reinterpret_cast<const T*>(base + kv.v_offset);
+      if (prefetch)
+        for (std::size_t c = 0; c < kv.row_bytes; c += 64) {
+          __builtin_prefetch(base + c);
+          __builtin_prefetch(base + kv.v_offset + c);
+        }
       if (++off == kv.page_size) off = 0, ++page;
     }
+  };
+  int nb = std::min(B, a.hi - a.lo), buf = 0;
+  take_rows(nb, krows[0], vrows[0], false);
+  for (int j0 = a.lo; j0 < a.hi; j0 += B, buf ^= 1) {
+    const int nb_next = std::min(B, a.hi - (j0 + B));
+    if (nb_next > 0) take_rows(nb_next, krows[buf ^ 1], vrows[buf ^ 1], true);
+    const T** krow = krows[buf];
+    const T* const* vrow = vrows[buf];
     for (int r = nb; r < nb + 8; ++r) krow[r] = krow[nb - 1];  // row-tile padding
     const int nb_lanes = (nb + V::L - 1) / V::L * V::L;
-    // Scores of the head tiles with at least one head active in this block.
-    for_head_tiles(nh, [&](int h0, auto ht) {
+    int na = 0;  // heads with a row in this block
+    while (na < nh && start[na] < j0 + nb) ++na;
+    // Scores of the active heads, a tile of heads at a time.
+    for_head_tiles(na, [&](int h0, auto ht) {
       constexpr int HT = decltype(ht)::value, R = kRowsPerTile<HT>;
-      int tile_start = a.start[h0];
-      for (int h = 1; h < HT; ++h) tile_start = std::min(tile_start, a.start[h0 + h]);
-      if (tile_start >= j0 + nb) return;
       alignas(64) float t[8];
       for (int r0 = 0; r0 < nb; r0 += R) {
         qk_tile<D, T, HT, R>(q + h0 * D, krow + r0, t);
@@ -145,16 +167,11 @@ void attend(const AttendArgs& a) {
       }
     });
     // Online softmax per head: mask, block max, rescale factor, probabilities.
-    for (int h = 0; h < nh; ++h) {
+    for (int h = 0; h < na; ++h) {
       float* sh = s + h * kLd;
-      const int first = std::clamp(a.start[h] - j0, 0, nb);
+      const int first = std::max(start[h] - j0, 0);  // < nb: the head is active
       for (int r = 0; r < first; ++r) sh[r] = -std::numeric_limits<float>::infinity();
       for (int r = nb; r < nb_lanes; ++r) sh[r] = -std::numeric_limits<float>::infinity();
-      if (first == nb) {  // nothing of this head in the block: state unchanged
-        alpha[h] = 1.0f;
-        for (int r = 0; r < nb_lanes; ++r) sh[r] = 0.0f;
-        continue;
-      }
       typename V::reg vmax = V::set1(-std::numeric_limits<float>::infinity());
       for (int r = 0; r < nb_lanes; r += V::L) vmax = V::max(vmax, V::load(sh + r));
       const float new_max = std::max(mx[h], V::hmax(vmax));
@@ -169,21 +186,21 @@ void attend(const AttendArgs& a) {
       }
       sum[h] = sum[h] * alpha[h] + V::hsum(vsum);
     }
-    for_head_tiles(nh, [&](int h0, auto ht) {
+    for_head_tiles(na, [&](int h0, auto ht) {
       constexpr int HT = decltype(ht)::value;
-      bool active = false;
-      for (int h = 0; h < HT; ++h) active = active || a.start[h0 + h] < j0 + nb;
-      if (active) pv_tile<D, T, HT>(s + h0 * kLd, kLd, vrow, nb, alpha + h0, acc + h0 * D);
+      pv_tile<D, T, HT>(s + h0 * kLd, kLd, vrow, nb, alpha + h0, acc + h0 * D);
     });
+    nb = nb_next;
   }
-  for (int h = 0; h < nh; ++h) {
-    if (!(sum[h] > 0.0f)) {
-      for (int i = 0; i < D; ++i) a.o[h * D + i] = 0.0f;
-      a.lse[h] = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < nh; ++i) {
+    float* o = a.o + order[i] * D;
+    if (!(sum[i] > 0.0f)) {
+      for (int d = 0; d < D; ++d) o[d] = 0.0f;
+      a.lse[order[i]] = -std::numeric_limits<float>::infinity();
       continue;
     }
-    permute_out<T, D>(acc + h * D, a.o + h * D, 1.0f / sum[h]);
-    a.lse[h] = (mx[h] + std::log2(sum[h])) * 0.693147180559945309f;
+    permute_out<T, D>(acc + i * D, o, 1.0f / sum[i]);
+    a.lse[order[i]] = (mx[i] + std::log2(sum[i])) * 0.693147180559945309f;
   }
 }
 

@@ -66,7 +66,12 @@ void ThreadPool::dispatch(void* closure, void (*call)(void*, int, int), int task
                 std::memory_order_release);
   wake();
   work(0);
-  while (done_.load(std::memory_order_acquire) != tasks) MACTUNE_CPU_RELAX();
+  // A task still running on a worker: spin, and yield now and then, in case that worker was
+  // descheduled by a loaded machine and needs this core back.
+  for (int spins = 1; done_.load(std::memory_order_acquire) != tasks; ++spins) {
+    MACTUNE_CPU_RELAX();
+    if (spins % 1024 == 0) std::this_thread::yield();
+  }
   if (error_) std::rethrow_exception(error_);
 }
 

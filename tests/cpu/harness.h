@@ -8,12 +8,20 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/session.h"
 #include "kernels/reference.h"
+
+namespace mactune {
+// Test names and ctest lines show "bf16", not "1-byte object <02>".
+inline void PrintTo(DType t, std::ostream* os) {
+  *os << dtype_name(t);
+}
+}  // namespace mactune
 
 namespace mactune::cpu::test {
 
