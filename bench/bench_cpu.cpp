@@ -9,8 +9,9 @@
 // step(advance = false) repeated on the same position. One prefilled session serves every hit
 // rate of a (batch, context) (Session::set_forced), and full and MAC run in the same process.
 //
-//   bench_cpu [--contexts=4096,...] [--batches=1,8] [--hits=0,0.5,1] [--isa=auto]
-//             [--threads=0] [--block_rows=16] [--chunk_tokens=256] [benchmark flags]
+//   bench_cpu [--contexts=4096,...] [--batches=1,8] [--hits=0,0.5,1] [--coherence=per-head]
+//             [--isa=auto] [--threads=0] [--block_rows=16] [--chunk_tokens=256]
+//             [benchmark flags, e.g. --benchmark_filter=... --benchmark_repetitions=5]
 // Names: <instance>/batch:B/context:L[/hit:H], e.g.
 // mac_cpu_avx2_hd128_bf16/batch:1/context:32768/hit:0.50
 #include <benchmark/benchmark.h>
@@ -38,6 +39,7 @@ struct Grid {
   std::vector<int> contexts{4096, 8192, 16384, 32768, 65536, 131072};
   std::vector<int> batches{1, 2, 4, 8};
   std::vector<double> hits{0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+  Coherence coherence = Coherence::per_head;
   cpu::EngineConfig engine;
 };
 
@@ -59,11 +61,11 @@ cpu::SessionOptions options(bool mac, int batch, int context, const cpu::EngineC
   return o;
 }
 
-ForcedHits forced(double hit) {
+ForcedHits forced(double hit, Coherence coherence) {
   ForcedHits f;
   f.enabled = true;
   f.hit_rate = hit;
-  f.coherence = Coherence::per_head;
+  f.coherence = coherence;
   f.lag = {LagKind::uniform, 1, 64};
   return f;
 }
@@ -114,9 +116,9 @@ double modeled_flops(const StepStats& s, int m, int ring_capacity, int head_dim)
 }
 
 void decode(benchmark::State& state, bool mac, int batch, int context, double hit,
-            const cpu::EngineConfig& engine) {
+            Coherence coherence, const cpu::EngineConfig& engine) {
   cpu::Session& s = live().get(mac, batch, context, engine);
-  if (mac) s.set_forced(forced(hit));
+  if (mac) s.set_forced(forced(hit, coherence));
   const auto& ids = live().ids;
   for (int w = 0; w < 2; ++w) s.step(ids, live().q, live().k, live().v, false);  // warm-up
   const StepStats stats = s.step(ids, live().q, live().k, live().v, false).stats;
@@ -247,12 +249,14 @@ Grid parse_grid(int& argc, char** argv) {
   return g;
 }
 
-std::string point_name(bool mac, int batch, int context, double hit, const cpu::EngineConfig& e) {
+std::string point_name(bool mac, int batch, int context, double hit, Coherence c,
+                       const cpu::EngineConfig& e) {
   const std::string isa(cpu::isa_name(cpu::resolve_isa(e.isa)));
   char buf[160];
   if (mac)
-    std::snprintf(buf, sizeof buf, "%s/batch:%d/context:%d/hit:%.2f",
-                  cpu::instance_name(true, isa, 128, DType::bf16).c_str(), batch, context, hit);
+    std::snprintf(buf, sizeof buf, "%s/batch:%d/context:%d/hit:%.2f%s",
+                  cpu::instance_name(true, isa, 128, DType::bf16).c_str(), batch, context, hit,
+                  c == Coherence::per_group ? "/per-group" : "");
   else
     std::snprintf(buf, sizeof buf, "%s/batch:%d/context:%d",
                   cpu::instance_name(false, isa, 128, DType::bf16).c_str(), batch, context);
@@ -285,16 +289,19 @@ int main(int argc, char** argv) {
         benchmark::RegisterBenchmark(
             name.c_str(), [=](benchmark::State& s) { kernel_attend(s, isa, g, 2048, br); });
       }
+  const mactune::Coherence coh = grid.coherence;
   for (const int b : grid.batches)
     for (const int ctx : grid.contexts) {
       const auto& e = grid.engine;
-      benchmark::RegisterBenchmark(point_name(false, b, ctx, 0, e).c_str(),
-                                   [=](benchmark::State& s) { decode(s, false, b, ctx, 0, e); })
+      benchmark::RegisterBenchmark(
+          point_name(false, b, ctx, 0, grid.coherence, e).c_str(),
+          [=](benchmark::State& s) { decode(s, false, b, ctx, 0, coh, e); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       for (const double h : grid.hits)
-        benchmark::RegisterBenchmark(point_name(true, b, ctx, h, e).c_str(),
-                                     [=](benchmark::State& s) { decode(s, true, b, ctx, h, e); })
+        benchmark::RegisterBenchmark(
+            point_name(true, b, ctx, h, grid.coherence, e).c_str(),
+            [=](benchmark::State& s) { decode(s, true, b, ctx, h, coh, e); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
     }
