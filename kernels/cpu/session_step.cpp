@@ -150,7 +150,8 @@ void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worke
     q = y;
   }
   float* dist = &d2[sz(worker) * sz(K)];
-  kernels.dist2({q, ring.q_at(h, 0), K, mac.pick == PickRule::normalized, dist});
+  // Below m = K the candidates are positions 0..m-1, in slots 0..m-1: scan only those.
+  kernels.dist2({q, ring.q_at(h, 0), std::min(m, K), mac.pick == PickRule::normalized, dist});
   const double threshold = match_threshold(D, mac.tau);
   float best = std::numeric_limits<float>::infinity();
   int best_p = -1, newest_under = -1;
