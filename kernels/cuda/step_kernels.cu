@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/detail/decide.cuh"
+#include "kernels/cuda/detail/decide.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/params.h"

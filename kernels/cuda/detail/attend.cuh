@@ -328,15 +328,15 @@ namespace mactune::cuda {
 // Kernels are templates over an instance tag (instances.h: `struct <canonical name> { static
 // constexpr AttendConfig config; }`), so profilers show the canonical name in the kernel name.
 // Resident CTAs per SM the register allocation must allow: as many as shared memory lets
-// reside (227 KB an SM), at most 3 (<= 168 registers a thread). Without a bound ptxas picked
-// 128 registers on sm_80 and spilled; with 3 everywhere the large-tile configs spilled.
+// reside (227 KB an SM), at most 3 (<= 168 registers a thread), at most 2 when rows 8-15 of
+// the MMA tile carry heads (G > 8 needs ~175). Without a bound ptxas picked 128 registers on
+// sm_80 and spilled; with 3 everywhere the large-tile and G = 16 configs spilled.
 template <AttendConfig C>
-inline constexpr int kAttendMinBlocks =
-    static_cast<int>(
-        227u * 1024u /
-        attend_smem_bytes(C))<1 ? 1 : static_cast<int>(227u * 1024u / attend_smem_bytes(C))> 3
-        ? 3
-        : static_cast<int>(227u * 1024u / attend_smem_bytes(C));
+inline constexpr int kAttendMinBlocks = [] {
+  const int by_smem = static_cast<int>(227u * 1024u / attend_smem_bytes(C));
+  const int cap = C.group > 8 ? 2 : 3;
+  return by_smem < 1 ? 1 : (by_smem > cap ? cap : by_smem);
+}();
 
 template <class Instance>
 __global__ void __launch_bounds__(kAttendThreads, kAttendMinBlocks<Instance::config>)

@@ -14,7 +14,7 @@
 //
 // The CTA that finishes a head's last tile (an atomic counter per head, reset by that CTA, so
 // graph replays start at zero) reduces the tiles into the head's best; the planner turns it
-// into the decision (detail/decide.cuh). Heads with m < min_context are not scanned.
+// into the decision (detail/decide.h). Heads with m < min_context are not scanned.
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,13 @@
-// A head's decision at step m from its reduced ring scan (DESIGN.md section 1), on the device:
-// eligibility, the pick rule, the forced-hit override and the first position it attends.
-// Runs in the planner (one thread a head), off the scan kernel, which then needs no double
-// math and no stack.
+// A head's decision at step m from its reduced ring scan (DESIGN.md section 1): eligibility,
+// the pick rule, the forced-hit override and the first position it attends. Runs on the
+// device in the planner (one thread a head, off the scan kernel, which then needs no double
+// math and no stack), and on the host in tests/cuda against the reference's decisions.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
+#include "kernels/config.h"
 #include "kernels/cuda/params.h"
 #include "kernels/forced.h"
 #include "kernels/problem.h"
@@ -13,15 +15,15 @@
 namespace mactune::cuda::detail {
 
 // The ring entry of position pos holds it, with a non-empty summary.
-__device__ __forceinline__ bool ring_entry_valid(const RingBuffers& ring, int q_heads, int slot,
-                                                 int h, int pos) {
+MACTUNE_HD inline bool ring_entry_valid(const RingBuffers& ring, int q_heads, int slot, int h,
+                                        int pos) {
   const int sl = pos % ring.capacity;
   return ring.pos[static_cast<long long>(slot) * ring.capacity + sl] == pos &&
          ring.lse[(static_cast<long long>(slot) * q_heads + h) * ring.capacity + sl] >
              -__builtin_huge_valf();
 }
 
-__device__ inline HeadDecision decide_head(const PlanParams& p, int row, int h) {
+MACTUNE_HD inline HeadDecision decide_head(const PlanParams& p, int row, int h) {
   const StepRow r = p.rows[row];
   HeadDecision d;
   if (r.m < p.min_context) return d;  // not eligible: a miss that still writes its ring entry
@@ -29,7 +31,8 @@ __device__ inline HeadDecision decide_head(const PlanParams& p, int row, int h) 
   const MatchPartial best = p.match_best[static_cast<long long>(row) * p.q_heads + h];
   // Some candidate is under the threshold: its exact minimum (the probe evaluated it fully).
   const bool under = best.pos >= 0 && best.d2 < p.threshold;
-  d.d2 = under ? best.d2 : fminf(best.d2, best.bound);  // +inf without candidates
+  d.d2 =
+      under ? best.d2 : (best.bound < best.d2 ? best.bound : best.d2);  // +inf without candidates
   const bool newest = p.pick == PickRule::newest;
   d.hit = newest ? best.newest >= 0 : under;
   d.p = d.hit ? (newest ? best.newest : best.pos) : -1;
