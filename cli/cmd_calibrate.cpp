@@ -29,18 +29,12 @@ struct CalibrateArgs {
   std::vector<double> taus = tuner::default_calibration_taus();
   std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
   int min_context = 0;
-  double accept_eps = 1.0;
+  std::vector<double> accept_eps{1.0};
   std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
   int threads = 0;
   std::optional<double> rope_theta;
   std::string output, db;
 };
-
-std::string settings_text(const MacParams& m) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "K=%d r=%d tau=%g", m.ring_capacity, m.band, m.tau);
-  return buf;
-}
 
 std::string budget_text(double x) {
   char buf[32];
@@ -48,17 +42,24 @@ std::string budget_text(double x) {
   return buf;
 }
 
-void print_curve_header(const std::string& metric) {
-  std::printf("  %5s %4s %6s  %6s %6s  %9s %9s %9s  %-6s %s\n", "K", "r", "tau", "hit", "skip",
-              ("err_" + metric).c_str(), "err_mean", "err_max", "budget", "front");
+std::string settings_text(const MacParams& m) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "K=%d r=%d tau=%g%s", m.ring_capacity, m.band, m.tau,
+                m.accept_eps < 1.0 ? (" eps=" + budget_text(m.accept_eps)).c_str() : "");
+  return buf;
 }
 
-void print_point(const tuner::CalibrationPoint& p, bool marks) {
+void print_curve_header(const std::string& metric) {
+  std::printf("  %5s %4s %5s %6s  %6s %6s  %9s %9s %9s  %-6s\n", "K", "r", "eps", "tau", "hit",
+              "skip", ("err_" + metric).c_str(), "err_mean", "err_max", "budget");
+}
+
+void print_point(const tuner::CalibrationPoint& p) {
   const MacParams& m = p.settings.mac;
   const tuner::Fidelity& f = p.fidelity;
-  std::printf("  %5d %4d %6g  %6.4f %6.4f  %9.3e %9.3e %9.3e  %-6s %s\n", m.ring_capacity, m.band,
-              m.tau, f.hit_rate, f.skip_ratio, p.err, f.rel_err.mean, f.rel_err.max,
-              p.within_budget ? "ok" : "over", marks && p.pareto ? "*" : "");
+  std::printf("  %5d %4d %5g %6g  %6.4f %6.4f  %9.3e %9.3e %9.3e  %-6s\n", m.ring_capacity, m.band,
+              m.accept_eps, m.tau, f.hit_rate, f.skip_ratio, p.err, f.rel_err.mean, f.rel_err.max,
+              p.within_budget ? "ok" : "over");
   std::fflush(stdout);
 }
 
@@ -71,7 +72,7 @@ void print_layer(const tuner::LayerCalibration& lc, const tuner::CalibrationOpti
   std::printf(" Pareto front of layer %d (skip ratio vs err_%s, best skip first):\n", lc.layer,
               opt.metric.c_str());
   print_curve_header(opt.metric);
-  for (const auto* p : front) print_point(*p, false);
+  for (const auto* p : front) print_point(*p);
   if (lc.pick >= 0) {
     const auto& p = lc.points[std::size_t(lc.pick)];
     std::printf(" pick for layer %d: %s  (skip %.4f, hit %.4f, err_%s %.3e <= %g)\n\n", lc.layer,
@@ -99,7 +100,7 @@ void run_calibrate(const CalibrateArgs& a) {
   opt.base.mac.min_context = a.min_context;
   opt.base.mac.summary_dtype = parse_dtype(a.summary_dtype);
   opt.base.mac.rectify = parse_rectify(a.rectify);
-  opt.base.mac.accept_eps = a.accept_eps;
+  opt.accept_eps = a.accept_eps;
   opt.base.kv_dtype = parse_dtype(a.kv_dtype);
   opt.base.engine = tuner::parse_replay_engine(a.engine);
   opt.base.threads = a.threads;
@@ -139,7 +140,7 @@ void run_calibrate(const CalibrateArgs& a) {
       print_curve_header(a.metric);
       last_layer = layer;
     }
-    print_point(p, false);
+    print_point(p);
   };
   cb.on_layer = [&](const tuner::LayerCalibration& lc) {
     print_layer(lc, opt);
@@ -177,7 +178,8 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--summary-dtype", a->summary_dtype, "f32 | bf16")->capture_default_str();
   cmd->add_option("--rectify", a->rectify, "forward | subtract")->capture_default_str();
   cmd->add_option("--kv-dtype", a->kv_dtype, "f32 | bf16 | f16")->capture_default_str();
-  cmd->add_option("--accept-eps", a->accept_eps, "Acceptance gate eps (1: off)")
+  cmd->add_option("--accept-eps", a->accept_eps, "Acceptance-gate eps values to try (1: off)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--engine", a->engine, "cpu | ref")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();

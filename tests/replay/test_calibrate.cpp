@@ -79,6 +79,26 @@ TEST(CalibrationOptions, RefusesBadInput) {
   EXPECT_THROW(opt.validate(), InputError);
 }
 
+TEST(CalibrationOptions, GridIsTheProductInSweepOrder) {
+  CalibrationOptions opt;
+  opt.base.mac.pick = PickRule::newest;
+  opt.ring_capacities = {256, 512};
+  opt.bands = {64};
+  opt.accept_eps = {1.0, 0.5};
+  opt.taus = {0.5, 0.9};
+  const std::vector<ReplaySettings> g = opt.grid();
+  ASSERT_EQ(g.size(), 8u);
+  EXPECT_EQ(g[0].mac.ring_capacity, 256);
+  EXPECT_EQ(g[0].mac.accept_eps, 1.0);
+  EXPECT_EQ(g[1].mac.tau, 0.9);  // tau varies fastest
+  EXPECT_EQ(g[2].mac.accept_eps, 0.5);
+  EXPECT_EQ(g[7].mac.ring_capacity, 512);
+  for (const ReplaySettings& s : g) {
+    EXPECT_EQ(s.mac.pick, PickRule::newest);  // the base settings carry through
+    EXPECT_EQ(s.mac.band, 64);
+  }
+}
+
 // A real sweep: two traces pooled, three taus, budget 1% p99. The schedule it writes reads back.
 TEST(Calibrate, Code1kText1k_K512_r256_Budget1pct) {
   const DecodeTrace code = DecodeTrace::open(testing::trace_path("code_1k.safetensors"));

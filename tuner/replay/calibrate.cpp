@@ -14,8 +14,9 @@ std::vector<double> default_calibration_taus() {
 }
 
 void CalibrationOptions::validate() const {
-  MACTUNE_REQUIRE(!ring_capacities.empty() && !bands.empty() && !taus.empty(),
-                  "calibrate needs at least one K, one r and one tau");
+  MACTUNE_REQUIRE(
+      !ring_capacities.empty() && !bands.empty() && !taus.empty() && !accept_eps.empty(),
+      "calibrate needs at least one K, one r, one eps and one tau");
   MACTUNE_REQUIRE(max_err >= 0.0 && std::isfinite(max_err), "--max-err = ", max_err,
                   " must be a finite number >= 0");
   ErrorStats{}.get(metric);  // throws on an unknown metric
@@ -26,13 +27,15 @@ std::vector<ReplaySettings> CalibrationOptions::grid() const {
   std::vector<ReplaySettings> out;
   for (int K : ring_capacities)
     for (int r : bands)
-      for (double tau : taus) {
-        ReplaySettings s = base;
-        s.mac.ring_capacity = K;
-        s.mac.band = r;
-        s.mac.tau = tau;
-        out.push_back(s);
-      }
+      for (double eps : accept_eps)
+        for (double tau : taus) {
+          ReplaySettings s = base;
+          s.mac.ring_capacity = K;
+          s.mac.band = r;
+          s.mac.accept_eps = eps;
+          s.mac.tau = tau;
+          out.push_back(s);
+        }
   return out;
 }
 
@@ -67,7 +70,8 @@ void choose(LayerCalibration& lc, const CalibrationOptions& opt) {
     const CalibrationPoint& q = pts[std::size_t(lc.pick)];
     const MacParams &pm = p.settings.mac, &qm = q.settings.mac;
     const auto key = [](const CalibrationPoint& c, const MacParams& m) {
-      return std::make_tuple(-c.fidelity.skip_ratio, c.err, -m.tau, m.ring_capacity, -m.band);
+      return std::make_tuple(-c.fidelity.skip_ratio, c.err, -m.tau, m.ring_capacity, -m.band,
+                             m.accept_eps);
     };
     if (key(p, pm) < key(q, qm)) lc.pick = i;
   }

@@ -22,13 +22,14 @@ struct CalibrationOptions {
   ReplaySettings base;  // everything but K, r and tau (pick, min_context, dtypes, engine, ...)
   std::vector<int> ring_capacities{512};
   std::vector<int> bands{256};
+  std::vector<double> accept_eps{1.0};  // acceptance-gate eps (1: gate off), a knob like tau
   std::vector<double> taus = default_calibration_taus();
   std::string metric = "p99";  // ErrorStats::get: mean, p50, p99, max, frac_gt_0.1
   double max_err = 0.01;
   bool against_ref = false;  // budget on rel_err_vs_ref (o_ref) instead of rel_err (o_full)
 
   void validate() const;  // InputError naming the bad list or value
-  // The settings of the grid, in sweep order (K outer, then r, then tau).
+  // The settings of the grid, in sweep order (K outer, then r, then eps, then tau).
   std::vector<ReplaySettings> grid() const;
 };
 
@@ -50,7 +51,7 @@ struct LayerCalibration {
 };
 
 // Marks the Pareto front and picks: largest skip within budget; ties to the smaller error,
-// then the larger tau, the smaller K, the larger r (the more conservative setting).
+// then the larger tau, the smaller K, the larger r, the smaller eps (the more conservative).
 void choose(LayerCalibration& lc, const CalibrationOptions& opt);
 
 // Callbacks as each point finishes: per trace (to store it) and pooled (to print it).
