@@ -42,7 +42,7 @@ bool name_fits(std::string_view name, const Problem& p) {
     const std::size_t end = std::min(name.find('_', at), name.size());
     const std::string_view token = name.substr(at, end - at);
     if (auto hd = field(token, "hd"); hd && *hd != p.head_dim) return false;
-    if (auto g = field(token, "g"); g && *g != p.group_size()) return false;
+    if (auto g = field(token, "g"); g && *g < p.group_size()) return false;  // runs G' <= G
     last = token;
     at = end + 1;
   }

@@ -16,9 +16,11 @@
 namespace mactune::sched {
 
 // Whether the canonical name of an instance allows the shape, from the fields names carry:
-// `hd<D>` (head_dim), `g<G>` (q_heads / kv_heads) and the trailing KV dtype
+// `hd<D>` (head_dim D), `g<G>` (groups of up to G query heads per KV head: a CUDA instance runs
+// any q_heads / kv_heads <= G, masking the padding rows) and the trailing KV dtype
 // (`attend_cuda_hd128_g4_t64_s2_bf16`, `mac_cpu_avx2_hd128_bf16`). Fields a name lacks do not
-// constrain; a name with none of them fits every shape.
+// constrain; a name with none of them fits every shape. The default catalog uses the engines'
+// own checks instead (cpu::validate, each CUDA instance's can_implement).
 bool name_fits(std::string_view instance, const Problem& p);
 
 class Catalog {

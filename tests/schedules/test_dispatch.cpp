@@ -237,13 +237,14 @@ TEST(DispatchSelect, DispatcherAgreesWithThePureFunction) {
         }
 }
 
-TEST(DispatchSelect, NameFitsReadsHeadDimGroupAndDtype) {
+TEST(DispatchSelect, NameFitsReadsHeadDimGroupBoundAndDtype) {
   const Problem p = llama_shape().problem(1);  // head_dim 128, G = 4, bf16
   EXPECT_TRUE(name_fits("mac_cpu_avx2_hd128_bf16", p));
   EXPECT_FALSE(name_fits("mac_cpu_avx2_hd64_bf16", p));
   EXPECT_FALSE(name_fits("mac_cpu_avx2_hd128_f16", p));
   EXPECT_TRUE(name_fits("attend_cuda_hd128_g4_t64_s2_bf16", p));
-  EXPECT_FALSE(name_fits("attend_cuda_hd128_g8_t64_s2_bf16", p));
+  EXPECT_TRUE(name_fits("attend_cuda_hd128_g8_t64_s2_bf16", p));  // up to 8 heads a group
+  EXPECT_FALSE(name_fits("attend_cuda_hd128_g2_t64_s2_bf16", p));
   EXPECT_TRUE(name_fits("my_kernel", p));        // no fields: no constraint
   EXPECT_TRUE(name_fits("full_cpu_hdx_gq", p));  // not fields: hd/g need digits
   EXPECT_FALSE(name_fits("full_cpu_hd128_f32", p));
