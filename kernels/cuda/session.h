@@ -62,7 +62,7 @@ struct SessionOptions {
 class Session {
  public:
   struct Result {
-    std::vector<float> out;               // [n, q_heads, head_dim]
+    std::vector<float> out;               // [n, q_heads, head_dim] (empty after step_into)
     std::vector<HeadDecision> decisions;  // [n, q_heads]
     std::vector<GroupInfo> groups;        // [n, kv_heads]
     StepStats stats;
@@ -89,7 +89,7 @@ class Session {
   // forced-hit step counter) where they were: the same step can be timed again and again.
   const Result& step(std::span<const int> requests, std::span<const float> q,
                      std::span<const float> k, std::span<const float> v, bool advance = true);
-  // The same, also copying the outputs into `out` [n, Hq, D] (tests poison it first).
+  // The same, writing the outputs into `out` [n, Hq, D] instead of Result::out (left empty).
   const Result& step_into(std::span<const int> requests, std::span<const float> q,
                           std::span<const float> k, std::span<const float> v, std::span<float> out,
                           bool advance = true);

@@ -260,7 +260,12 @@ const Session::Result& Session::Impl::finish() {
 
   const std::size_t values = static_cast<std::size_t>(n) * q_heads * head_dim;
   const float* out = reinterpret_cast<const float*>(host + ol.out);
-  result.out.assign(out, out + values);
+  if (pending.into.empty()) {
+    result.out.assign(out, out + values);
+  } else {  // step_into: straight into the caller's buffer, as the CPU session does
+    std::copy(out, out + values, pending.into.begin());
+    result.out.clear();
+  }
   result.decisions.assign(static_cast<std::size_t>(n) * q_heads, HeadDecision{});
   if (mac()) {
     const HeadDecision* d = reinterpret_cast<const HeadDecision*>(host + ol.decisions);
@@ -285,6 +290,7 @@ const Session::Result& Session::Impl::finish() {
 const Session::Result& Session::step(std::span<const int> requests, std::span<const float> q,
                                      std::span<const float> k, std::span<const float> v,
                                      bool advance) {
+  impl_->pending.into = {};
   impl_->start(requests, q, k, v, advance);
   return impl_->finish();
 }
@@ -295,14 +301,15 @@ const Session::Result& Session::step_into(std::span<const int> requests, std::sp
   MACTUNE_REQUIRE(out.size() == requests.size() * static_cast<std::size_t>(impl_->q_heads) *
                                     static_cast<std::size_t>(impl_->head_dim),
                   "step_into: out has ", out.size(), " values, expected n x q_heads x head_dim");
-  const Result& r = step(requests, q, k, v, advance);
-  std::copy(r.out.begin(), r.out.end(), out.begin());
-  return r;
+  impl_->start(requests, q, k, v, advance);
+  impl_->pending.into = out;
+  return impl_->finish();
 }
 
 void Session::step_async(std::span<const int> requests, std::span<const float> q,
                          std::span<const float> k, std::span<const float> v, bool advance) {
   impl_->start(requests, q, k, v, advance);
+  impl_->pending.into = {};
 }
 
 const Session::Result& Session::wait() {

@@ -148,6 +148,7 @@ inline Outcome run_against_reference(const Case& c) {
       }
     std::vector<float> got(ids.size() * Hq * D, std::numeric_limits<float>::quiet_NaN());
     const Session::Result& g = gpu.step_into(ids, q, k, v, got);
+    EXPECT_TRUE(g.out.empty()) << "step_into leaves Result::out empty";
     const ref::Session::Result want = ref.step(ids, q, k, v);
     const ref::Session::Result want32 = ref32.step(ids, q, k, v);
     for (std::size_t i = 0; i < got.size(); ++i)

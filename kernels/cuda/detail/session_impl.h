@@ -101,6 +101,7 @@ struct Session::Impl {
     bool active = false;
     bool advance = true;
     std::vector<int> ids, positions;
+    std::span<float> into;  // step_into: the caller's output buffer
   } pending;
   Result result;
   std::map<int, cudaGraphExec_t> graphs;  // per batch size n
