@@ -16,6 +16,7 @@ namespace {
 struct EmitArgs {
   std::string db, out, header, device = "auto";
   double tie_tolerance = 0.01;
+  std::string ties = "overlap";
   bool quiet = false;
 };
 
@@ -30,11 +31,18 @@ DeviceFingerprint this_machine(const db::Store& store) {
   return cpu_fingerprint();
 }
 
+tuner::DecideOptions options(const EmitArgs& a) {
+  tuner::DecideOptions o;
+  o.tie_tolerance = a.tie_tolerance;
+  o.ties = tuner::parse_tie_rule(a.ties);
+  return o;
+}
+
 void run(const EmitArgs& a) {
   db::Store store = db::Store::open(a.db);
   const DeviceFingerprint here = this_machine(store);
   const tuner::Selection sel = tuner::select_rows(store, a.device, here);
-  const tuner::Decided d = tuner::decide_and_store(store, sel, a.tie_tolerance);
+  const tuner::Decided d = tuner::decide_and_store(store, sel, options(a));
   const auto table = tuner::make_table(d, a.db);
   const std::string refusal = tuner::write_dispatch(table, a.out, a.header, here);
   if (!refusal.empty()) throw Error("the emitted table " + a.out + " does not load: " + refusal);
@@ -59,6 +67,10 @@ void add_emit(CLI::App& app) {
   cmd->add_option("--header", a->header, "Also write the table as a C++ header");
   cmd->add_option("--tie-tolerance", a->tie_tolerance, "Configs this close to the best are tied")
       ->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--ties", a->ties,
+                  "overlap: configs the intervals cannot tell apart are tied too; tolerance: only "
+                  "the tolerance")
+      ->check(CLI::IsMember({"overlap", "tolerance"}));
   cmd->add_flag("--quiet,-q", a->quiet, "Do not print the summary table");
   cmd->callback([a] { run(*a); });
 }

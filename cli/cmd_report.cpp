@@ -16,12 +16,20 @@ namespace {
 struct ReportArgs {
   std::string db, out, device = "auto";
   double tie_tolerance = 0.01;
+  std::string ties = "overlap";
 };
+
+tuner::DecideOptions options(const ReportArgs& a) {
+  tuner::DecideOptions o;
+  o.tie_tolerance = a.tie_tolerance;
+  o.ties = tuner::parse_tie_rule(a.ties);
+  return o;
+}
 
 void run(const ReportArgs& a) {
   const db::Store store = db::Store::open(a.db, {.mode = db::OpenMode::read_only});
   const tuner::Selection sel = tuner::select_rows(store, a.device, cpu_fingerprint());
-  const tuner::Decided d = tuner::decide_only(store, sel, a.tie_tolerance);
+  const tuner::Decided d = tuner::decide_only(store, sel, options(a));
   const auto files = tuner::write_report(store, d, a.out);
   std::cout << tuner::summary_table(d.decisions) << '\n';
   for (const auto& f : files) std::printf("wrote %s\n", f.c_str());
@@ -36,6 +44,10 @@ void add_report(CLI::App& app) {
                   "auto (this machine, or the only device), a fingerprint digest or a name glob");
   cmd->add_option("--tie-tolerance", a->tie_tolerance, "Configs this close to the best are tied")
       ->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--ties", a->ties,
+                  "overlap: configs the intervals cannot tell apart are tied too; tolerance: only "
+                  "the tolerance")
+      ->check(CLI::IsMember({"overlap", "tolerance"}));
   cmd->callback([a] { run(*a); });
 }
 

@@ -174,6 +174,8 @@ class CpuBackend final : public Backend {
     return "";
   }
 
+  double memory_available() const override { return static_cast<double>(available_bytes()); }
+  double case_bytes(const TunePoint& p, bool mac) const override { return session_bytes(p, mac); }
   std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
     return std::make_unique<CpuCase>(p, mac, seed);
   }

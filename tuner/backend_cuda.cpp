@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <cmath>
 #include <random>
 
 #include "kernels/cuda/device.h"
@@ -221,6 +222,21 @@ class CudaBackend final : public Backend {
       return err.what();
     }
     return "";
+  }
+  double memory_available() const override {
+    std::size_t free = 0, total = 0;
+    return cudaMemGetInfo(&free, &total) == cudaSuccess ? static_cast<double>(free) : 0.0;
+  }
+  // KV pools of both sides; the session's workspace is small next to them.
+  double case_bytes(const TunePoint& p, bool mac) const override {
+    const double pages = std::ceil((p.context + 1.0) / p.shape.page_size) * p.shape.page_size;
+    double b = double(p.shape.batch) * p.shape.kv_heads * pages * p.shape.head_dim * 2 *
+               dtype_size(p.shape.kv_dtype);
+    if (mac)
+      b += double(p.shape.batch) * p.shape.q_heads * p.mac.ring_capacity *
+           (p.shape.head_dim * (dtype_size(p.shape.kv_dtype) + dtype_size(p.mac.summary_dtype)) +
+            4.0);
+    return b;
   }
   std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
     return std::make_unique<CudaCase>(p, mac, seed, cupti_.get());

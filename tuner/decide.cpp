@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "kernels/error.h"
+
 namespace mactune::tuner {
 
 std::string Choice::id() const {
@@ -59,18 +61,19 @@ double median_of(std::vector<double> v) {
   return quantile_sorted(v, 0.5);
 }
 
-// Picks among scored candidates: the lowest score, unless the incumbent or a simpler config is
-// within the tie tolerance.
+// Picks among scored candidates: the tie set is every config whose tie_score is within the
+// tolerance of the lowest; in it the incumbent wins, then the simplest config.
 Choice choose(std::vector<Choice> cands, double tol, const std::string& incumbent) {
   if (cands.empty()) return {};
   std::sort(cands.begin(), cands.end(), [](const Choice& a, const Choice& b) {
     if (a.score != b.score) return a.score < b.score;
     return Simplicity::of(a) < Simplicity::of(b);
   });
-  const double best = cands.front().score;
-  std::vector<Choice> tied;
+  double best = cands.front().tie_score;
+  for (const Choice& c : cands) best = std::min(best, c.tie_score);
+  std::vector<Choice> tied;  // fastest first
   for (const Choice& c : cands)
-    if (c.score <= best * (1.0 + tol)) tied.push_back(c);
+    if (c.tie_score <= best * (1.0 + tol)) tied.push_back(c);
   Choice chosen = tied.front();
   chosen.reason = cands.size() == 1 ? "only" : "fastest";
   if (tied.size() > 1) {
@@ -89,14 +92,18 @@ Choice choose(std::vector<Choice> cands, double tol, const std::string& incumben
   chosen.ties.push_back(chosen.id());
   for (const Choice& c : tied)
     if (c.id() != chosen.id()) chosen.ties.push_back(c.id());
-  // Margin: how much slower the best config outside the tie set is.
   chosen.margin = 0;
   for (const Choice& c : cands)
-    if (c.score > best * (1.0 + tol)) {
+    if (c.tie_score > best * (1.0 + tol)) {
       chosen.margin = c.score / chosen.score - 1.0;
       break;
     }
   return chosen;
+}
+
+// Whether interval a lies clearly above interval b (a is slower beyond the noise).
+bool clearly_above(const Summary& a, const Summary& b) {
+  return a.q1 > b.q3;
 }
 
 }  // namespace
@@ -132,31 +139,56 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       return it == opt.incumbents.end() ? std::string() : it->second;
     };
 
-    // Full baseline: every pair measured it; a config's score is the median of its medians.
-    std::map<std::string, std::pair<Choice, std::vector<double>>> full;
+    // Full baseline: every pair measured it; a config's median, q1 and q3 are the medians of
+    // its pairs' (robust to one pair measured during a burst of load).
+    struct Agg {
+      Choice c;
+      std::vector<double> med, q1, q3;
+    };
+    std::map<std::string, Agg> full;
     for (const PairRow* r : list) {
       Choice c;
       c.instance = r->full_instance;
       c.params = r->params;
-      auto& slot = full[c.id()];
-      slot.first = c;
-      slot.second.push_back(r->full.median);
+      Agg& a = full[c.id()];
+      a.c = c;
+      a.med.push_back(r->full.median);
+      a.q1.push_back(r->full.q1);
+      a.q3.push_back(r->full.q3);
     }
+    std::vector<std::pair<Choice, Summary>> full_sum;
+    for (auto& [id, a] : full) {
+      Summary s;
+      s.median = median_of(a.med);
+      s.q1 = median_of(a.q1);
+      s.q3 = median_of(a.q3);
+      a.c.score = a.c.tie_score = s.median;
+      full_sum.emplace_back(a.c, s);
+    }
+    const auto fastest_full =
+        std::min_element(full_sum.begin(), full_sum.end(),
+                         [](auto& a, auto& b) { return a.second.median < b.second.median; });
     std::vector<Choice> full_cands;
-    for (auto& [id, slot] : full) {
-      slot.first.score = median_of(slot.second);
-      full_cands.push_back(slot.first);
+    for (auto& [c, s] : full_sum) {
+      if (opt.ties == TieRule::overlap && !clearly_above(s, fastest_full->second))
+        c.tie_score = fastest_full->second.median;
+      full_cands.push_back(c);
     }
     d.full = choose(full_cands, opt.tie_tolerance, incumbent("full"));
 
     // MAC: each config scored by the geometric mean, over the conditions it was measured at
     // (hit rate x variant), of its time over the best time at that condition.
-    std::map<std::pair<double, std::string>, double> best_at;
+    std::map<std::pair<double, std::string>, const Summary*> best_at;
     for (const PairRow* r : list) {
-      auto [it, fresh] = best_at.try_emplace({r->hit_rate, r->variant}, r->mac.median);
-      if (!fresh) it->second = std::min(it->second, r->mac.median);
+      auto [it, fresh] = best_at.try_emplace({r->hit_rate, r->variant}, &r->mac);
+      if (!fresh && r->mac.median < it->second->median) it->second = &r->mac;
     }
-    std::map<std::string, std::pair<Choice, std::vector<double>>> mac;
+    struct Logs {
+      Choice c;
+      double raw = 0, tie = 0;
+      int n = 0;
+    };
+    std::map<std::string, Logs> mac;
     for (const PairRow* r : list) {
       Choice c;
       c.instance = r->mac_instance;
@@ -164,17 +196,19 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       c.mac_settings = r->mac_settings;
       c.K = r->K;
       c.r = r->r;
-      auto& slot = mac[c.id()];
-      slot.first = c;
-      const double best = best_at[{r->hit_rate, r->variant}];
-      slot.second.push_back(best > 0 ? std::log(r->mac.median / best) : 0.0);
+      Logs& l = mac[c.id()];
+      l.c = c;
+      const Summary& best = *best_at[{r->hit_rate, r->variant}];
+      const double x = best.median > 0 ? std::log(r->mac.median / best.median) : 0.0;
+      l.raw += x;
+      l.tie += opt.ties == TieRule::overlap && !clearly_above(r->mac, best) ? 0.0 : x;
+      ++l.n;
     }
     std::vector<Choice> mac_cands;
-    for (auto& [id, slot] : mac) {
-      double sum = 0;
-      for (double x : slot.second) sum += x;
-      slot.first.score = std::exp(sum / static_cast<double>(slot.second.size()));
-      mac_cands.push_back(slot.first);
+    for (auto& [id, l] : mac) {
+      l.c.score = std::exp(l.raw / l.n);
+      l.c.tie_score = std::exp(l.tie / l.n);
+      mac_cands.push_back(l.c);
     }
     d.mac = choose(mac_cands, opt.tie_tolerance, incumbent("mac"));
 

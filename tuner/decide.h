@@ -6,6 +6,11 @@
 // "clearly slower" when MAC's q1 > the baseline's q3, and "too close to call" otherwise. The
 // IQR is kept in the database, so every decision can be recomputed from stored rows alone
 // (after a merge, on another machine) without the raw samples.
+//
+// Ties between configs: within the tie tolerance of the best score, or (TieRule::overlap, the
+// default) not resolvable by the measurement: a config is scored as equal to the best at every
+// condition where its IQR overlaps the best's, the way nvbench-compare-robust calls two
+// states SAME. Among tied configs the incumbent wins, then the simpler one.
 #pragma once
 
 #include <map>
@@ -36,8 +41,9 @@ struct Choice {
   std::string params;
   std::string mac_settings;  // "" for the full baseline
   int K = 0, r = 0;
-  double score = 0;   // full: median seconds; mac: geometric mean over conditions of t / t_best
-  double margin = 0;  // runner-up score / this score - 1 (how clear the choice is); 0 if alone
+  double score = 0;      // full: median seconds; mac: geometric mean over conditions of t / t_best
+  double tie_score = 0;  // the score with differences inside the intervals counted as none
+  double margin = 0;     // first config outside the tie set: its score / this score - 1; 0 if none
   std::vector<std::string> ties;  // config ids within the tie tolerance, the chosen one first
   std::string reason;             // "fastest", "incumbent", "simpler", "only"
 
@@ -71,6 +77,7 @@ struct BucketDecision {
 
 struct DecideOptions {
   double tie_tolerance = 0.01;
+  TieRule ties = TieRule::overlap;
   // Incumbent config id per (bucket key + "/full" or "/mac"): preferred within the tolerance.
   std::map<std::string, std::string> incumbents;
 };

@@ -12,7 +12,7 @@
 
 namespace mactune::tuner {
 
-Decided decide_only(const db::Store& store, const Selection& sel, double tie_tolerance) {
+Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions opt) {
   Decided d;
   d.selection = sel;
   for (const auto& row : store.devices())
@@ -21,16 +21,14 @@ Decided decide_only(const db::Store& store, const Selection& sel, double tie_tol
   if (d.loaded.pairs.empty())
     input_error(store.path(),
                 ": no complete measurement pairs (MAC and its baseline) to decide from");
-  DecideOptions opt;
-  opt.tie_tolerance = tie_tolerance;
   opt.incumbents = load_incumbents(store, sel);
   d.decisions = decide(d.loaded.pairs, opt);
   return d;
 }
 
-Decided decide_and_store(db::Store& store, const Selection& sel, double tie_tolerance) {
-  Decided d = decide_only(store, sel, tie_tolerance);
-  store_decisions(store, sel, d.decisions, tie_tolerance);
+Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt) {
+  Decided d = decide_only(store, sel, opt);
+  store_decisions(store, sel, d.decisions, opt.tie_tolerance);
   return d;
 }
 

@@ -26,11 +26,12 @@ struct Decided {
   std::vector<BucketDecision> decisions;
 };
 
-// Decides every bucket of the selection (incumbents = the stored best configs), without
+// Decides every bucket of the selection (opt.incumbents: filled from the stored best configs;
+// opt.tie_tolerance and opt.ties as given), without
 // writing anything (a read-only database). InputError when there is nothing to decide.
-Decided decide_only(const db::Store& store, const Selection& sel, double tie_tolerance);
+Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions opt);
 // The same, and writes the decisions back (best_configs, break_even).
-Decided decide_and_store(db::Store& store, const Selection& sel, double tie_tolerance);
+Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt);
 
 // The dispatch table of a decision set.
 sched::DispatchTable make_table(const Decided& d, const std::string& source_database);

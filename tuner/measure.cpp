@@ -34,53 +34,73 @@ constexpr int kMinSamplesAtCap = 3;
 
 }  // namespace
 
-PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
-                        const std::atomic<bool>* stop_flag) {
+GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
+                          const MeasurePolicy& policy, double time_cap,
+                          const std::atomic<bool>* stop_flag) {
   const auto t0 = std::chrono::steady_clock::now();
   const StoppingPolicy& sp = policy.stop;
-  // Warm-up: both sides, alternating, untimed (first-touch page faults, the thread pool's
-  // wake-up, instruction caches, lazy CUDA module loading).
-  for (int i = 0; i < sp.warmup; ++i) {
-    check_stop(stop_flag);
-    full.run();
-    mac.run();
-  }
-  PairResult r;
+  const std::size_t n = cases.size();
+  // Warm-up: every case, in turn, untimed (first-touch page faults, the thread pool's wake-up,
+  // instruction caches, lazy CUDA module loading).
+  for (int i = 0; i < sp.warmup; ++i)
+    for (Case* c : cases) {
+      check_stop(stop_flag);
+      c->run();
+    }
+  GroupResult r;
   r.clock = backend.clock_begin();
-  Case* sides[2] = {&full, &mac};
-  Convergence conv[2] = {Convergence(sp), Convergence(sp)};
+  std::vector<Convergence> conv(n, Convergence(sp));
+  auto all_done = [&] {
+    for (const auto& c : conv)
+      if (!c.done()) return false;
+    return true;
+  };
+  auto enough_for_cap = [&] {
+    for (const auto& c : conv)
+      if (static_cast<int>(c.samples().size()) < kMinSamplesAtCap) return false;
+    return true;
+  };
   bool capped = false;
-  for (int round = 0;; ++round) {
-    const bool done0 = conv[0].done(), done1 = conv[1].done();
-    if (done0 && done1) break;
-    if (seconds_since(t0) >= sp.time_cap &&
-        static_cast<int>(conv[0].samples().size()) >= kMinSamplesAtCap &&
-        static_cast<int>(conv[1].samples().size()) >= kMinSamplesAtCap) {
+  for (std::size_t round = 0; !all_done(); ++round) {
+    if (seconds_since(t0) >= time_cap && enough_for_cap()) {
       capped = true;
       break;
     }
-    // ABBA: full, mac, mac, full, full, mac, ...
-    const int first = (round % 2 == 0) ? 0 : 1;
-    for (int k = 0; k < 2; ++k) {
-      const int s = (first + k) % 2;
+    // Round k starts at case k mod n: with two cases, full mac | mac full | full mac ... (ABBA);
+    // every case takes every position equally often.
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t s = (round + k) % n;
       if (conv[s].done()) continue;
       check_stop(stop_flag);
       if (policy.mode == CacheMode::cold) backend.flush_caches();
-      conv[s].add(sides[s]->sample());
+      conv[s].add(cases[s]->sample());
     }
   }
   const ClockState end = backend.clock_end();
   if (end.mhz) r.clock.mhz = r.clock.mhz ? (*r.clock.mhz + *end.mhz) / 2 : *end.mhz;
   r.clock.throttled_samples += end.throttled_samples;
   if (!end.note.empty()) r.clock.note = end.note;
-  SideResult* out[2] = {&r.full, &r.mac};
-  for (int s = 0; s < 2; ++s) {
-    out[s]->instance = sides[s]->instance();
-    out[s]->time = summarize(conv[s].samples());
-    out[s]->stop = capped && !conv[s].done() ? StopReason::time_cap : conv[s].reason();
-    out[s]->stats = sides[s]->stats();
+  for (std::size_t s = 0; s < n; ++s) {
+    SideResult side;
+    side.instance = cases[s]->instance();
+    side.time = summarize(conv[s].samples());
+    side.stop = capped && !conv[s].done() ? StopReason::time_cap : conv[s].reason();
+    side.stats = cases[s]->stats();
+    r.sides.push_back(std::move(side));
   }
   r.wall_seconds = seconds_since(t0);
+  return r;
+}
+
+PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
+                        const std::atomic<bool>* stop_flag) {
+  Case* cases[2] = {&full, &mac};
+  GroupResult g = measure_group(backend, cases, policy, policy.stop.time_cap, stop_flag);
+  PairResult r;
+  r.full = std::move(g.sides[0]);
+  r.mac = std::move(g.sides[1]);
+  r.clock = g.clock;
+  r.wall_seconds = g.wall_seconds;
   return r;
 }
 

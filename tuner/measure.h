@@ -14,6 +14,7 @@
 #include <atomic>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -81,6 +82,10 @@ class Backend {
   virtual std::pair<std::string, std::string> instance_names(const TunePoint& p) const = 0;
   // "" when this backend can run the point, else why not (recorded as a failed point).
   virtual std::string can_run(const TunePoint& p) const = 0;
+  // Bytes free for new cases (host memory, or device memory), 0 when unknown.
+  virtual double memory_available() const = 0;
+  // Bytes one side of a point holds (KV pools, ring), roughly; 0 when unknown.
+  virtual double case_bytes(const TunePoint& p, bool mac) const = 0;
   // Builds one side of a point: the session, its synthetic KV and ring, the step's inputs.
   virtual std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) = 0;
   // Evicts the caches before a cold sample (not timed).
@@ -108,8 +113,21 @@ struct Interrupted : std::exception {
   const char* what() const noexcept override { return "interrupted"; }
 };
 
-// Measures both sides of one point, interleaved. `stop_flag` (may be null) is polled between
-// samples. Throws Interrupted when it is set, and whatever the cases throw.
+struct GroupResult {
+  std::vector<SideResult> sides;  // one per case, in order
+  ClockState clock;
+  double wall_seconds = 0;
+};
+
+// Measures several cases interleaved: round k samples them in rotated order starting at case
+// k mod n, so each takes every position equally often (ABBA for two). Every case stops on its
+// own rule; the group stops at `time_cap` seconds of wall time once every case has 3 samples.
+// `stop_flag` (may be null) is polled between samples: Interrupted is thrown when it is set.
+GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
+                          const MeasurePolicy& policy, double time_cap,
+                          const std::atomic<bool>* stop_flag = nullptr);
+
+// Both sides of one point (measure_group of {full, mac} with the policy's time cap).
 PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
                         const std::atomic<bool>* stop_flag = nullptr);
 

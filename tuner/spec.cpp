@@ -29,6 +29,16 @@ std::string_view section_name(Section s) {
   return "?";
 }
 
+std::string_view tie_rule_name(TieRule r) {
+  return r == TieRule::overlap ? "overlap" : "tolerance";
+}
+
+TieRule parse_tie_rule(std::string_view s) {
+  if (s == "overlap") return TieRule::overlap;
+  if (s == "tolerance") return TieRule::tolerance;
+  input_error("unknown tie rule '", s, "' (expected overlap or tolerance)");
+}
+
 std::string_view cache_mode_name(CacheMode m) {
   return m == CacheMode::cold ? "cold" : "hot";
 }
@@ -221,7 +231,7 @@ void read_axes(const Reader& rd, Spec& spec, Section section, const YAML::Node& 
 void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
   for (const auto& e : rd.mapping(n, "measure",
                                   {"warmup", "min_samples", "max_samples", "noise", "min_time",
-                                   "time_cap", "mode", "stable_window", "timer"})) {
+                                   "time_cap", "mode", "stable_window", "timer", "interleave"})) {
     const std::string key = "measure." + e.key;
     auto positive_int = [&](int lo) {
       const long long v = rd.integer(e.value, key);
@@ -240,6 +250,12 @@ void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
     if (e.key == "min_time") m.stop.min_time = nonneg();
     if (e.key == "time_cap") m.stop.time_cap = nonneg();
     if (e.key == "stable_window") m.stop.stable_window = positive_int(2);
+    if (e.key == "interleave") {
+      const std::string v = rd.scalar(e.value, key);
+      if (v != "point" && v != "bucket")
+        rd.fail(e.value, key, "expected point or bucket, got '", v, "'");
+      m.interleave = v == "bucket" ? Interleave::bucket : Interleave::point;
+    }
     if (e.key == "timer") {
       m.timer = rd.scalar(e.value, key);
       if (m.timer != "auto" && m.timer != "steady_clock" && m.timer != "cuda_events" &&
@@ -403,7 +419,15 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
     } else if (e.key == "measure") {
       read_measure(rd, spec.measure, e.value);
     } else if (e.key == "decide") {
-      for (const auto& d : rd.mapping(e.value, "decide", {"tie_tolerance"})) {
+      for (const auto& d : rd.mapping(e.value, "decide", {"tie_tolerance", "ties"})) {
+        if (d.key == "ties") {
+          try {
+            spec.ties = parse_tie_rule(rd.scalar(d.value, "decide.ties"));
+          } catch (const InputError& err) {
+            rd.fail(d.value, "decide.ties", err.what());
+          }
+          continue;
+        }
         spec.tie_tolerance = rd.number(d.value, "decide.tie_tolerance");
         if (spec.tie_tolerance < 0 || spec.tie_tolerance >= 1)
           rd.fail(d.value, "decide.tie_tolerance", "must be in [0, 1)");

@@ -48,11 +48,23 @@ struct Constraint {
   int line = 0;
 };
 
+// When two configs count as tied (tuner/decide.h): within the tolerance of the best score
+// only, or also when the measurement's intervals cannot tell them apart.
+enum class TieRule { tolerance, overlap };
+std::string_view tie_rule_name(TieRule r);
+TieRule parse_tie_rule(std::string_view s);
+
 enum class CacheMode { cold, hot };
 std::string_view cache_mode_name(CacheMode m);
 
+// What is measured interleaved: each point's two sides (point), or every config of a bucket at
+// one hit rate and variant together (bucket: config comparisons come from one run too, at
+// the cost of one live session per side).
+enum class Interleave { point, bucket };
+
 struct MeasurePolicy {
   StoppingPolicy stop;
+  Interleave interleave = Interleave::point;
   CacheMode mode = CacheMode::cold;
   // auto (the backend's default: steady_clock on CPUs, cuda_events on GPUs), steady_clock,
   // cuda_events or cupti (kernel durations from CUPTI activity records).
@@ -86,8 +98,9 @@ struct Spec {
   std::vector<ZipGroup> zips;
   std::vector<Constraint> constraints;
   MeasurePolicy measure;
-  double tie_tolerance = 0.01;  // configs within this fraction of the best median are tied
-  std::uint64_t seed = 1;       // seeds the synthetic KV and queries of every point
+  double tie_tolerance = 0.01;  // configs within this fraction of the best score are tied
+  TieRule ties = TieRule::overlap;
+  std::uint64_t seed = 1;  // seeds the synthetic KV and queries of every point
   Outputs output;
 
   const Axis* find_axis(std::string_view name) const;

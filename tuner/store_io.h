@@ -56,9 +56,4 @@ std::map<std::string, std::string> load_incumbents(const db::Store& store, const
 void store_decisions(db::Store& store, const Selection& sel,
                      const std::vector<BucketDecision>& decisions, double tie_tolerance);
 
-// The point keys of a point's two sides: {mac, full}.
-struct PairKeys {
-  db::PointKey mac, full;
-};
-
 }  // namespace mactune::tuner

@@ -13,13 +13,13 @@
 
 #include "db/store.h"
 #include "kernels/error.h"
-#include "profiler/nvtx.h"
 #include "tuner/emit.h"
 #include "tuner/expr.h"
 #include "tuner/measure.h"
 #include "tuner/report.h"
 #include "tuner/spec.h"
 #include "tuner/store_io.h"
+#include "tuner/sweep.h"
 
 namespace mactune::tuner {
 namespace {
@@ -35,41 +35,6 @@ std::string read_file(const std::string& path) {
 std::string hostname() {
   char buf[256] = {};
   return gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : std::string();
-}
-
-std::string ms(double seconds) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(seconds < 1e-3 ? 3 : 2) << seconds * 1e3 << " ms";
-  return o.str();
-}
-
-std::string point_label(const TunePoint& p) {
-  std::ostringstream o;
-  o << "b=" << p.shape.batch << " ctx=" << p.context << " hit=" << format_number(p.forced.hit_rate)
-    << " K=" << p.mac.ring_capacity << " r=" << p.mac.band;
-  if (!p.launch.empty()) o << ' ' << p.launch_text();
-  return o.str();
-}
-
-db::TimeStats time_stats(const SideResult& s) {
-  db::TimeStats t;
-  t.samples = s.time.samples;
-  t.median_s = s.time.median;
-  t.q1_s = s.time.q1;
-  t.q3_s = s.time.q3;
-  t.min_s = s.time.min;
-  t.max_s = s.time.max;
-  t.mean_s = s.time.mean;
-  t.rel_noise = s.time.noise;
-  t.stop_reason = std::string(stop_reason_name(s.stop));
-  return t;
-}
-
-// The seed of a point's synthetic data: one per bucket, so both sides of a point, and every
-// config of one shape, run over the same KV and queries.
-std::uint64_t point_seed(const Spec& spec, const TunePoint& p) {
-  const std::string h = db::fnv1a_hex(bucket_of(p).key());
-  return spec.seed * 0x9e3779b97f4a7c15ull ^ std::stoull(h, nullptr, 16);
 }
 
 struct PointIds {
@@ -165,83 +130,14 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   run.command = opt.command;
   const db::Id run_id = store.begin_run(run);
 
+  std::vector<PendingPoint> pending;
+  for (std::size_t i = 0; i < points.size(); ++i)
+    if (todo[i]) pending.push_back({&points[i], ids[i].mac, ids[i].full});
   progress.start(points.size(), res.stored);
-  std::string full_key;  // the cached baseline case serves consecutive points of one shape
-  std::unique_ptr<Case> full_case;
   try {
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      if (!todo[i]) continue;
-      const TunePoint& p = points[i];
-      const PointIds& k = ids[i];
-      const std::string label = point_label(p);
-      progress.begin(label);
-      prof::NvtxRange range("tune " + bucket_of(p).key() + " " + label,
-                            static_cast<std::int64_t>(p.index));
-      db::Measurement mm, mf;
-      mm.point = k.mac;
-      mf.point = k.full;
-      mm.run_id = mf.run_id = run_id;
-      mm.started_at = mf.started_at = db::now_utc();
-      std::string why = backend->can_run(p);
-      PairResult r;
-      if (why.empty()) {
-        try {
-          const std::uint64_t seed = point_seed(spec, p);
-          const std::string fk = bucket_of(p).key() + "|" + p.launch_text() + "|" + p.isa;
-          if (fk != full_key || !full_case) {
-            full_case.reset();  // free its memory before the next one is built
-            full_case = backend->make_case(p, false, seed);
-            full_key = fk;
-          }
-          auto mac_case = backend->make_case(p, true, seed);
-          r = measure_pair(*backend, *mac_case, *full_case, spec.measure, stop);
-          MACTUNE_CHECK(r.mac.instance == backend->instance_names(p).first &&
-                            r.full.instance == backend->instance_names(p).second,
-                        "instance names ", r.mac.instance, " / ", r.full.instance,
-                        " differ from the predicted ones");
-        } catch (const Interrupted&) {
-          throw;
-        } catch (const Error& e) {
-          why = e.what();
-          full_case.reset();
-          full_key.clear();
-        }
-      }
-      mm.finished_at = mf.finished_at = db::now_utc();
-      std::string line;
-      if (!why.empty()) {
-        mm.status = mf.status = db::PointStatus::failed;
-        mm.error = mf.error = why;
-        ++res.failed;
-        line = label + ": failed: " + why;
-      } else {
-        std::ostringstream notes;
-        notes << "timer=" << backend->timer_name() << "; clock: " << r.clock.note
-              << "; wall_s=" << format_number(std::round(r.wall_seconds * 1000) / 1000);
-        for (auto [m, side] : {std::pair{&mm, &r.mac}, std::pair{&mf, &r.full}}) {
-          m->stats = time_stats(*side);
-          m->modeled_bytes = static_cast<double>(side->stats.modeled_bytes());
-          m->clock_mhz = r.clock.mhz;
-          m->throttled_samples = r.clock.throttled_samples;
-          std::ostringstream n;
-          n << notes.str()
-            << "; skip_ratio=" << format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4);
-          m->notes = n.str();
-        }
-        const double speedup = r.mac.time.median > 0 ? r.full.time.median / r.mac.time.median : 0;
-        std::ostringstream o;
-        o << label << ": mac " << ms(r.mac.time.median) << " (n=" << r.mac.time.samples << ", "
-          << std::fixed << std::setprecision(1) << r.mac.time.noise * 100 << "%), full "
-          << ms(r.full.time.median) << " (n=" << r.full.time.samples << ", "
-          << r.full.time.noise * 100 << "%), " << std::setprecision(2) << speedup << "x";
-        line = o.str();
-      }
-      // The baseline first, then the MAC row: the MAC row marks the point complete.
-      store.record_measurement(mf);
-      store.record_measurement(mm);
-      if (why.empty()) ++res.measured;
-      progress.end(line, why.empty());
-    }
+    const SweepCounts c = sweep(*backend, store, spec, run_id, pending, progress, stop);
+    res.measured = c.measured;
+    res.failed = c.failed;
   } catch (const Interrupted&) {
     store.finish_run(run_id, db::RunStatus::interrupted);
     progress.finish();
@@ -251,14 +147,16 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     throw;
   }
   store.finish_run(run_id, db::RunStatus::finished);
-  full_case.reset();
   progress.finish();
 
   // Decisions and the table: over everything stored for this device, build and policy (a
   // shard decides over what its database holds; merge the shards, then `mactune emit`).
   if (opt.emit) {
     const Selection sel{device_id, build_id, policy, cold};
-    const Decided d = decide_and_store(store, sel, spec.tie_tolerance);
+    DecideOptions dopt;
+    dopt.tie_tolerance = spec.tie_tolerance;
+    dopt.ties = spec.ties;
+    const Decided d = decide_and_store(store, sel, dopt);
     res.decisions = d.decisions;
     const std::string refusal =
         write_dispatch(make_table(d, res.db_path), res.dispatch_path, header_path, here);

@@ -61,8 +61,9 @@ struct CliResult {
 
 struct CliOptions {
   bool unprivileged = false;  // drop to nobody when running as root (root ignores modes)
-  // Polled every 20 ms while the child runs; returning true kills it with SIGKILL.
+  // Polled every 20 ms while the child runs; returning true sends it `signal` (once).
   std::function<bool()> kill_when;
+  int signal = SIGKILL;
   double timeout_s = 120;
 };
 
@@ -93,11 +94,18 @@ inline CliResult run_mactune(const TempDir& dir, std::vector<std::string> args,
     if (w == pid) break;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if ((o.kill_when && o.kill_when()) || elapsed > o.timeout_s) {
+    if (elapsed > o.timeout_s) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
-      r.killed = true;
       break;
+    }
+    if (!r.killed && o.kill_when && o.kill_when()) {
+      kill(pid, o.signal);
+      r.killed = true;
+      if (o.signal == SIGKILL) {
+        waitpid(pid, &status, 0);
+        break;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -113,7 +121,8 @@ inline CliResult run_mactune(const TempDir& dir, std::vector<std::string> args,
 inline std::string tiny_spec(const std::string& name, const std::string& batches = "[1, 2]",
                              const std::string& contexts = "[256, 512]",
                              const std::string& hits = "[0, 1]",
-                             const std::string& chunks = "[64, 128]", int samples = 3) {
+                             const std::string& chunks = "[64, 128]", int samples = 3,
+                             const std::string& interleave = "point") {
   std::ostringstream s;
   s << "name: " << name << "\n"
     << "device: {backend: cpu}\n"
@@ -127,7 +136,7 @@ inline std::string tiny_spec(const std::string& name, const std::string& batches
     << "  lag: uniform(1,16)\n"
     << "constraints: [r < context]\n"
     << "measure: {warmup: 1, min_samples: " << samples << ", max_samples: " << samples
-    << ", noise: 0.5, time_cap: 1, mode: hot}\n"
+    << ", noise: 0.5, time_cap: 1, mode: hot, interleave: " << interleave << "}\n"
     << "output: {db: " << name << ".db, dispatch: " << name << ".json, report: rep-" << name
     << "}\n";
   return s.str();

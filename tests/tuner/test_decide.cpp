@@ -114,12 +114,43 @@ TEST(TunerDecide, TiesGoToTheSimplerConfig) {
   EXPECT_EQ(d[0].mac.K, 512);
   EXPECT_EQ(d[0].mac.reason, "simpler");
   EXPECT_EQ(d[0].mac.ties.size(), 2u);
-  // With a zero tolerance the faster one wins.
+  // With a zero tolerance and no interval rule the faster one wins.
   DecideOptions strict;
   strict.tie_tolerance = 0;
+  strict.ties = TieRule::tolerance;
   d = decide(rows, strict);
   EXPECT_EQ(d[0].mac.K, 1024);
   EXPECT_EQ(d[0].mac.reason, "fastest");
+}
+
+TEST(TunerDecide, DifferencesInsideTheIntervalsAreTiesUnderTheOverlapRule) {
+  // chunk=1024 is 4% faster than chunk=256, but both IQRs are +-5%: the measurement cannot
+  // tell them apart. Overlap (the default): tied, the simpler (smaller) chunk wins. Tolerance
+  // only: the faster one wins.
+  std::vector<PairRow> rows = {pair(0, "chunk=256", 512, 10.0e-3, 10.0e-3, 0.05),
+                               pair(0, "chunk=1024", 512, 9.6e-3, 9.6e-3, 0.05),
+                               pair(1, "chunk=256", 512, 2.0e-3, 10.0e-3, 0.05),
+                               pair(1, "chunk=1024", 512, 1.92e-3, 9.6e-3, 0.05)};
+  auto d = decide(rows, {});
+  EXPECT_EQ(d[0].mac.params, "chunk=256");
+  EXPECT_EQ(d[0].mac.reason, "simpler");
+  EXPECT_EQ(d[0].mac.ties.size(), 2u);
+  EXPECT_NEAR(d[0].mac.score, 1.0 / 0.96, 1e-9) << "the raw score is kept";
+  EXPECT_EQ(d[0].full.params, "chunk=256");
+  DecideOptions tol;
+  tol.ties = TieRule::tolerance;
+  d = decide(rows, tol);
+  EXPECT_EQ(d[0].mac.params, "chunk=1024");
+  EXPECT_EQ(d[0].full.params, "chunk=1024");
+  // Tight intervals (+-0.5%) resolve the 4%: the faster one wins under either rule.
+  for (auto& r : rows) {
+    r.mac.q1 = r.mac.median * 0.995, r.mac.q3 = r.mac.median * 1.005;
+    r.full.q1 = r.full.median * 0.995, r.full.q3 = r.full.median * 1.005;
+  }
+  d = decide(rows, {});
+  EXPECT_EQ(d[0].mac.params, "chunk=1024");
+  EXPECT_EQ(d[0].mac.reason, "fastest");
+  EXPECT_NEAR(d[0].mac.margin, 0.04 / 0.96, 1e-9);
 }
 
 TEST(TunerDecide, TiesGoToTheIncumbentFirst) {

@@ -78,7 +78,7 @@ class EmitFixture : public ::testing::Test {
 };
 
 TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
-  const Decided d = decide_and_store(*store_, sel(), 0.01);
+  const Decided d = decide_and_store(*store_, sel(), {});
   ASSERT_EQ(d.decisions.size(), 4u);
   EXPECT_EQ(d.loaded.pairs.size(), 24u);
   EXPECT_EQ(store_->best_configs(dev_).size(), 8u);
@@ -129,7 +129,7 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
 }
 
 TEST_F(EmitFixture, ReportWritesMarkdownAndPlots) {
-  const Decided d = decide_only(*store_, sel(), 0.01);
+  const Decided d = decide_only(*store_, sel(), {});
   EXPECT_EQ(store_->best_configs(dev_).size(), 0u) << "decide_only writes nothing";
   const auto files = write_report(*store_, d, dir_.file("rep"));
   ASSERT_EQ(files.size(), 3u);

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <set>
 
 #include "kernels/error.h"
 #include "tuner/grid.h"
+#include "tuner/sweep.h"
 
 namespace mactune::tuner {
 namespace {
@@ -116,6 +118,57 @@ TEST(TunerGrid, ShardsAreDisjointAndCoverTheGrid) {
   }
   EXPECT_EQ(seen.size(), 24u);
   EXPECT_EQ(std::set<std::size_t>(seen.begin(), seen.end()).size(), 24u);
+}
+
+// The specs shipped in configs/ parse and expand to the grids their comments promise.
+TEST(TunerGrid, ShippedSpecs) {
+  const char* src = std::getenv("MACTUNE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
+  const std::string dir = std::string(src) + "/configs/";
+  const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
+  EXPECT_EQ(expand_grid(quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
+  EXPECT_EQ(quick.device.backend, "cpu");
+  const Spec h200 = load_spec(dir + "h200.yaml", "cuda");
+  const auto pts = expand_grid(h200);
+  // 7 batches x 4 contexts x 2 GQA x 6 hit rates x 2 chunks, less batch 64 x 256K (24 points).
+  EXPECT_EQ(pts.size(), 7u * 4u * 2u * 6u * 2u - 24u);
+  std::set<int> groups;
+  std::set<double> hits;
+  for (const auto& p : pts) {
+    groups.insert(p.shape.group_size());
+    hits.insert(p.forced.hit_rate);
+    EXPECT_EQ(p.shape.head_dim, 128);
+    EXPECT_EQ(p.shape.kv_dtype, DType::bf16);
+    EXPECT_LE(static_cast<long long>(p.shape.batch) * p.context, 8LL << 20);
+  }
+  EXPECT_EQ(groups, (std::set<int>{4, 8}));
+  EXPECT_EQ(hits, (std::set<double>{0, 0.5, 0.9, 0.95, 0.99, 1}));
+}
+
+TEST(TunerGrid, InterleaveGroupsHoldEveryConfigOfABucketAtOneHitRate) {
+  const auto pts = grid_of(R"(name: g
+workload: {batch: [1, 4], hit_rate: [0, 1]}
+mac: {K: [256, 512]}
+kernels:
+  cpu: {chunk_tokens: [128, 512]}
+)");
+  ASSERT_EQ(pts.size(), 16u);
+  std::vector<PendingPoint> pending;
+  for (const auto& p : pts) pending.push_back({&p, {}, {}});
+  EXPECT_EQ(interleave_groups(pending, Interleave::point).size(), 16u);
+  const auto groups = interleave_groups(pending, Interleave::bucket);
+  ASSERT_EQ(groups.size(), 4u);  // 2 batches x 2 hit rates
+  std::set<std::size_t> seen;
+  for (const auto& g : groups) {
+    ASSERT_EQ(g.size(), 4u);  // 2 chunk sizes x 2 ring capacities
+    for (std::size_t i : g) {
+      EXPECT_EQ(pts[i].shape.batch, pts[g[0]].shape.batch);
+      EXPECT_EQ(pts[i].forced.hit_rate, pts[g[0]].forced.hit_rate);
+      seen.insert(i);
+    }
+  }
+  EXPECT_EQ(seen.size(), 16u);
+  EXPECT_EQ(groups[0][0], 0u) << "groups come in grid order of their first point";
 }
 
 TEST(TunerGrid, ShardText) {

@@ -157,6 +157,12 @@ seed: 42
   EXPECT_EQ(s.measure.mode, CacheMode::hot);
   EXPECT_EQ(s.measure.key(), "hot");
   EXPECT_DOUBLE_EQ(s.tie_tolerance, 0.02);
+  EXPECT_EQ(s.ties, TieRule::overlap);
+  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", "cpu").ties,
+            TieRule::tolerance);
+  EXPECT_EQ(error_of("name: t\ndecide:\n  ties: coin\n")
+                .rfind("t.yaml:3: decide.ties: unknown tie rule", 0),
+            0u);
   EXPECT_EQ(s.output.db, "a.db");
   EXPECT_EQ(s.output.header, "b.h");
   EXPECT_EQ(s.seed, 42u);

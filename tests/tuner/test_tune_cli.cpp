@@ -139,6 +139,26 @@ TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
             std::string::npos);
 }
 
+TEST(TuneCli, BucketInterleaveSamplesEveryConfigOfABucketTogether) {
+  TempDir dir;
+  dir.write("il.yaml", tiny_spec("il", "[1, 2]", "[256, 512]", "[0, 1]", "[64, 128]", 3, "bucket"));
+  const auto r = run_mactune(dir, {"tune", "il.yaml", "--no-report"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // The two chunk sizes of one bucket and hit rate finish together (in grid order they are
+  // eight points apart).
+  EXPECT_NE(r.err.find("[2/16] b=1 ctx=256 hit=0 K=64 r=32 threads=1,chunk_tokens=128"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(count(dir.file("il.db"), "measurements"), 32);
+  expect_no_corrupt_rows(dir.file("il.db"));
+  // Every row says how many cases were sampled in turn: two baselines and two MAC sides.
+  const db::Store s = db::Store::open(dir.file("il.db"), {.mode = db::OpenMode::read_only});
+  auto q = s.connection().prepare(
+      "SELECT COUNT(*) FROM measurements WHERE notes LIKE '%interleaved=4;%'");
+  ASSERT_TRUE(q.step());
+  EXPECT_EQ(q.int64(0), 32);
+}
+
 TEST(TuneCli, KilledWithSigkillResumesAndStoresEveryPointExactlyOnce) {
   TempDir dir;
   // 3 x 2 x 3 x 2 = 36 points of 25 samples a side: a few seconds in all.
@@ -169,6 +189,32 @@ TEST(TuneCli, KilledWithSigkillResumesAndStoresEveryPointExactlyOnce) {
   std::vector<std::string> statuses;
   while (q.step()) statuses.push_back(q.text(0));
   EXPECT_EQ(statuses, (std::vector<std::string>{"running", "finished"}));
+}
+
+TEST(TuneCli, CtrlCStopsBetweenSamplesKeepsEveryPointAndResumes) {
+  TempDir dir;
+  dir.write("int.yaml", tiny_spec("int", "[1, 2, 4]", "[1K, 2K]", "[0, 0.5, 1]", "[64, 128]", 25));
+  const std::string db = dir.file("int.db");
+  CliOptions o;
+  o.signal = SIGINT;
+  o.kill_when = [&] { return count(db, "measurements") >= 6; };
+  auto r = run_mactune(dir, {"tune", "int.yaml", "--no-report"}, o);
+  ASSERT_TRUE(r.killed) << "the sweep finished before the signal: " << r.err;
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("mactune: error: interrupted"), std::string::npos) << r.err;
+  const auto stored = points_of(db);
+  EXPECT_EQ(stored.size() % 2, 0u) << "an interrupted point left half a pair";
+  {
+    const db::Store s = db::Store::open(db, {.mode = db::OpenMode::read_only});
+    auto q = s.connection().prepare("SELECT status FROM runs");
+    ASSERT_TRUE(q.step());
+    EXPECT_EQ(q.text(0), "interrupted");
+  }
+  r = run_mactune(dir, {"tune", "int.yaml", "--no-report", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto all = points_of(db);
+  EXPECT_EQ(all.size(), 72u);
+  for (const auto& p : stored) EXPECT_EQ(all.count(p), 1u);
 }
 
 TEST(TuneCli, TwoShardsMergedEqualOneUnshardedRun) {
