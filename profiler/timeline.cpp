@@ -100,26 +100,33 @@ int Timeline::separate_overlaps() {
     }
   }
   if (moved == 0) return 0;
-  // Flow endpoints follow the innermost span that contained them on the original track.
+  // Flow endpoints follow the innermost span that contained them on the original track: per
+  // track, the spans by start; the innermost holder is the latest start <= ts that ends >= ts.
+  std::map<TrackKey, std::vector<std::size_t>> starts;
+  for (std::size_t i = 0; i < original.size(); ++i)
+    starts[{original[i].pid, original[i].tid}].push_back(i);
+  for (auto& [key, idx] : starts)
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+      return original[a].start_ns < original[b].start_ns;
+    });
   auto rehome = [&](int pid, std::int64_t& tid, std::int64_t ts) {
-    std::int64_t best_start = 0;
-    bool found = false;
-    for (std::size_t i = 0; i < original.size(); ++i) {
-      const Span& o = original[i];
-      if (o.pid != pid || o.tid != tid || o.start_ns > ts || o.end_ns < ts) continue;
-      if (!found || o.start_ns >= best_start) {
-        best_start = o.start_ns;
-        found = true;
-        tid = spans_[i].tid;
+    auto it = starts.find({pid, tid});
+    if (it == starts.end()) return;
+    const auto& idx = it->second;
+    auto pos = std::upper_bound(idx.begin(), idx.end(), ts, [&](std::int64_t t, std::size_t i) {
+      return t < original[i].start_ns;
+    });
+    while (pos != idx.begin()) {
+      --pos;
+      if (original[*pos].end_ns >= ts) {
+        tid = spans_[*pos].tid;
+        return;
       }
     }
   };
   for (auto& f : flows_) {
-    std::int64_t from_tid = f.from_tid, to_tid = f.to_tid;
-    rehome(f.from_pid, from_tid, f.from_ns);
-    rehome(f.to_pid, to_tid, f.to_ns);
-    f.from_tid = from_tid;
-    f.to_tid = to_tid;
+    rehome(f.from_pid, f.from_tid, f.from_ns);
+    rehome(f.to_pid, f.to_tid, f.to_ns);
   }
   return moved;
 }
