@@ -171,7 +171,9 @@ void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, i
   const int D = 128;
   const DType dt = DType::bf16;
   const cpu::KernelSet ks = cpu::kernel_set(isa, D, dt);
-  cpu::PagedKv kv(1, D, dt, 16);
+  // The layout of a Llama-3.1-8B layer: 8 KV heads in pages of 16 tokens; this is head 3.
+  const int kv_heads = 8, head = 3;
+  cpu::PagedKv kv(kv_heads, D, dt, 16);
   std::vector<std::byte*> table;
   kv.reserve(table, rows);
   std::mt19937_64 rng(3);
@@ -179,9 +181,9 @@ void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, i
   std::vector<float> row(D);
   for (int j = 0; j < rows; ++j) {
     for (float& x : row) x = u(rng);
-    cpu::store_floats(dt, row.data(), kv.row(table, 0, j), D);
+    cpu::store_floats(dt, row.data(), kv.row(table, head, j), D);
     for (float& x : row) x = u(rng);
-    cpu::store_floats(dt, row.data(), kv.row(table, 0, j) + kv.v_offset(), D);
+    cpu::store_floats(dt, row.data(), kv.row(table, head, j) + kv.v_offset(), D);
   }
   std::vector<float> q(std::size_t(group) * D), o(q.size());
   std::vector<float> lse(static_cast<std::size_t>(group));
@@ -191,7 +193,7 @@ void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, i
   a.q = q.data();
   a.start = start.data();
   a.nh = group;
-  a.kv = kv.view(table, 0);
+  a.kv = kv.view(table, head);
   a.lo = 0;
   a.hi = rows;
   a.block_rows = block_rows;
@@ -282,13 +284,15 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("probe/fma_peak", probe_fma)->Iterations(1)->UseRealTime();
   for (const cpu::Isa isa : cpu::supported_isas())
     for (const int g : {1, 4, 8})
-      for (const int br : {16, 32}) {
-        const std::string name = "kernel/attend_" + std::string(cpu::isa_name(isa)) +
-                                 "_hd128_bf16/group:" + std::to_string(g) +
-                                 "/rows:2048/block_rows:" + std::to_string(br);
-        benchmark::RegisterBenchmark(
-            name.c_str(), [=](benchmark::State& s) { kernel_attend(s, isa, g, 2048, br); });
-      }
+      for (const int rows : {2048, 131072})  // in L2; far past the LLC (64 MiB of this head)
+        for (const int br : {16, 32}) {
+          const std::string name = "kernel/attend_" + std::string(cpu::isa_name(isa)) +
+                                   "_hd128_bf16/group:" + std::to_string(g) +
+                                   "/rows:" + std::to_string(rows) +
+                                   "/block_rows:" + std::to_string(br);
+          benchmark::RegisterBenchmark(
+              name.c_str(), [=](benchmark::State& s) { kernel_attend(s, isa, g, rows, br); });
+        }
   const mactune::Coherence coh = grid.coherence;
   for (const int b : grid.batches)
     for (const int ctx : grid.contexts) {

@@ -38,12 +38,16 @@ constexpr std::int64_t kFmaIters = 1 << 22;
 
 // Each loop iteration issues 12 independent FMAs per register width (latency 4, 2 pipes:
 // 8 in flight saturate them); x <- a x + b with a < 1 stays finite and cannot be folded.
+// The 12 accumulators must stay in registers: the loop over them is unrolled by pragma
+// (without it GCC -O2 keeps the array in memory and measures stores instead of FMAs).
 [[gnu::target("avx2,fma")]] float fma_loop_avx2(float seed) {
   __m256 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(seed + static_cast<float>(i));
   const __m256 a = _mm256_set1_ps(0.9999999f), b = _mm256_set1_ps(1e-7f);
-  for (std::int64_t it = 0; it < kFmaIters; ++it)
+  for (std::int64_t it = 0; it < kFmaIters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
   __m256 s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm256_add_ps(s, acc[i]);
   float out[8];
@@ -55,8 +59,10 @@ constexpr std::int64_t kFmaIters = 1 << 22;
   __m512 acc[12];
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(seed + static_cast<float>(i));
   const __m512 a = _mm512_set1_ps(0.9999999f), b = _mm512_set1_ps(1e-7f);
-  for (std::int64_t it = 0; it < kFmaIters; ++it)
+  for (std::int64_t it = 0; it < kFmaIters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
   __m512 s = acc[0];
   for (int i = 1; i < 12; ++i) s = _mm512_add_ps(s, acc[i]);
   float out[16];
@@ -68,9 +74,11 @@ float fma_loop_generic(float seed) {  // 4 lanes of baseline SSE, no fused multi
   float acc[12][4];
   for (int i = 0; i < 12; ++i)
     for (float& x : acc[i]) x = seed + static_cast<float>(i);
-  for (std::int64_t it = 0; it < kFmaIters; ++it)
+  for (std::int64_t it = 0; it < kFmaIters; ++it) {
+#pragma GCC unroll 12
     for (int i = 0; i < 12; ++i)
       for (float& x : acc[i]) x = x * 0.9999999f + 1e-7f;
+  }
   return acc[0][0] + acc[11][3];
 }
 

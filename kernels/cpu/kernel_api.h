@@ -16,9 +16,9 @@ inline constexpr int kMaxGroupSize = 16;   // heads per group (G) the kernels ta
 inline constexpr int kMaxBlockRows = 128;  // EngineConfig::block_rows upper bound
 inline constexpr int kMaxHeadDim = 256;
 
-// Where the KV rows of one (request, KV head) live: pages of `page_size` tokens, each page
-// [K: kv_heads, page_size, D][V: kv_heads, page_size, D] in the KV dtype. Row j of KV head g:
-// pages[j / page_size] + head_offset + (j % page_size) * row_bytes (+ v_offset for V).
+// Where the KV rows of one (request, KV head) live: pages of `page_size` tokens (storage.h has
+// the layout). Row j: pages[j / page_size] + head_offset + (j % page_size) * row_bytes for K,
+// the same + v_offset for V; a page's rows of one head are contiguous.
 struct KvView {
   const std::byte* const* pages = nullptr;  // [pages of the request]
   int page_size = 16;

@@ -15,7 +15,7 @@ namespace mactune::cpu {
 namespace {
 
 constexpr std::size_t kArenaAlign = std::size_t{2} << 20;  // a huge page
-constexpr std::size_t kArenaBytes = std::size_t{32} << 20;
+constexpr std::size_t kArenaBytes = std::size_t{64} << 20;
 
 }  // namespace
 
@@ -25,9 +25,10 @@ void PagedKv::ArenaFree::operator()(std::byte* p) const {
 
 PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size) : page_size_(page_size) {
   row_bytes_ = static_cast<std::size_t>(head_dim) * dtype_size(dtype);
-  v_offset_ = static_cast<std::size_t>(kv_heads) * page_size * row_bytes_;
-  page_bytes_ = 2 * v_offset_;
-  pages_per_arena_ = kArenaBytes / page_bytes_ > 0 ? kArenaBytes / page_bytes_ : 1;
+  const std::size_t page_bytes = 2 * static_cast<std::size_t>(kv_heads) * page_size * row_bytes_;
+  pages_per_arena_ = std::max<std::size_t>(1, kArenaBytes / page_bytes);
+  head_stride_ = pages_per_arena_ * static_cast<std::size_t>(page_size) * row_bytes_;
+  v_offset_ = static_cast<std::size_t>(kv_heads) * head_stride_;
 }
 
 PagedKv::~PagedKv() = default;
@@ -36,7 +37,7 @@ void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
   const std::size_t need = static_cast<std::size_t>((tokens + page_size_ - 1) / page_size_);
   while (table.size() < need) {
     if (free_.empty()) {
-      std::size_t bytes = pages_per_arena_ * page_bytes_;
+      std::size_t bytes = 2 * v_offset_;
       bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
       auto* p = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, bytes));
       if (!p)
@@ -45,7 +46,8 @@ void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
       madvise(p, bytes, MADV_HUGEPAGE);  // fewer TLB misses when streaming KV; a hint only
 #endif
       arenas_.emplace_back(p);
-      for (std::size_t i = pages_per_arena_; i-- > 0;) free_.push_back(p + i * page_bytes_);
+      const std::size_t page_stride = static_cast<std::size_t>(page_size_) * row_bytes_;
+      for (std::size_t i = pages_per_arena_; i-- > 0;) free_.push_back(p + i * page_stride);
     }
     table.push_back(free_.back());
     free_.pop_back();
@@ -61,7 +63,7 @@ KvView PagedKv::view(const std::vector<std::byte*>& table, int kv_head) const {
   KvView v;
   v.pages = table.data();
   v.page_size = page_size_;
-  v.head_offset = static_cast<std::size_t>(kv_head) * page_size_ * row_bytes_;
+  v.head_offset = static_cast<std::size_t>(kv_head) * head_stride_;
   v.v_offset = v_offset_;
   v.row_bytes = row_bytes_;
   return v;

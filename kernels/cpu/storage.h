@@ -11,10 +11,13 @@
 
 namespace mactune::cpu {
 
-// A pool of KV pages shared by all requests. A page holds `page_size` tokens of every KV head:
-// [K: kv_heads, page_size, D][V: kv_heads, page_size, D] in the KV dtype, so one head's rows
-// within a page are contiguous. Pages come from large arenas (2 MiB-aligned, transparent huge
-// pages requested) and go back to a free list when a request is released.
+// A pool of KV pages shared by all requests. A page holds `page_size` tokens of every KV head,
+// in the KV dtype. Pages live in arenas of N pages laid out head-major,
+//   [K: kv_heads, N, page_size, D][V: kv_heads, N, page_size, D],
+// so that the pages a request takes one after the other from an arena put each head's rows
+// end to end: one long stream per (head, K or V) for the prefetchers and the TLB, instead of
+// a few KiB per page. Arenas are 2 MiB-aligned with transparent huge pages requested; pages
+// go back to a free list when a request is released.
 class PagedKv {
  public:
   PagedKv(int kv_heads, int head_dim, DType dtype, int page_size);
@@ -27,12 +30,14 @@ class PagedKv {
   // Returns every page of the table to the free list and clears it.
   void release(std::vector<std::byte*>& table);
 
-  // The view of one KV head of a request (the table must outlive the view's use).
+  // A table entry points at the page's K rows of head 0. The view of one KV head of a
+  // request (the table must outlive the view's use).
   KvView view(const std::vector<std::byte*>& table, int kv_head) const;
   // Row j of KV head g: K at the returned pointer, V at + v_offset().
   std::byte* row(const std::vector<std::byte*>& table, int kv_head, int j) const {
     return table[static_cast<std::size_t>(j / page_size_)] +
-           (static_cast<std::size_t>(kv_head) * page_size_ + j % page_size_) * row_bytes_;
+           static_cast<std::size_t>(kv_head) * head_stride_ +
+           static_cast<std::size_t>(j % page_size_) * row_bytes_;
   }
   std::size_t v_offset() const { return v_offset_; }
   std::size_t row_bytes() const { return row_bytes_; }
@@ -43,8 +48,10 @@ class PagedKv {
     void operator()(std::byte* p) const;
   };
   int page_size_;
-  std::size_t row_bytes_, v_offset_, page_bytes_;
-  std::size_t pages_per_arena_;
+  std::size_t row_bytes_;        // D * sizeof(kv)
+  std::size_t pages_per_arena_;  // N
+  std::size_t head_stride_;      // N * page_size * row_bytes: from one head's pages to the next
+  std::size_t v_offset_;         // kv_heads * head_stride: from the K half to the V half
   std::vector<std::unique_ptr<std::byte[], ArenaFree>> arenas_;
   std::vector<std::byte*> free_;
 };
