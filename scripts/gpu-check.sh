@@ -78,6 +78,10 @@ timeout 60 "$bundle/test_cuda_host" --gtest_brief=1 >"$out/host-tests.log" 2>&1 
 timeout 200 "$bundle/test_cuda_gpu" --gtest_output="json:$out/gpu-tests.json" \
   >"$out/gpu-tests.log" 2>&1 || status=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]" "$out/gpu-tests.log" | tail -20
+if grep -q "no usable GPU" "$out/gpu-tests.log"; then
+  echo "gpu-check: the tests found no usable GPU: $(grep -m1 -o 'no usable GPU.*' "$out/gpu-tests.log")" >&2
+  exit 4
+fi
 
 echo "== bandwidth, match and full vs MAC"
 PYTHONUNBUFFERED=1 timeout 240 "$bundle/mactune_gpu_check" "$out" 2>&1 | tee "$out/gpu-check.log"
