@@ -7,17 +7,16 @@
 #include <string>
 
 #include "kernels/error.h"
+#include "profiler/cupti_api.h"
 
 namespace mactune::prof::cupti {
 
 [[noreturn, gnu::noinline, gnu::cold]] inline void throw_cupti_error(const char* file, int line,
                                                                      const char* call,
                                                                      CUptiResult result) {
-  const char* text = nullptr;
-  cuptiGetResultString(result, &text);
-  ::mactune::detail::throw_check_failed(file, line, call,
-                                        std::string(text ? text : "unknown CUPTI error") + " (" +
-                                            std::to_string(static_cast<int>(result)) + ")");
+  ::mactune::detail::throw_check_failed(
+      file, line, call,
+      result_text(result) + " (" + std::to_string(static_cast<int>(result)) + ")");
 }
 
 }  // namespace mactune::prof::cupti

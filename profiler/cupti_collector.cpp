@@ -19,6 +19,7 @@
 #include "kernels/error.h"
 #include "profiler/activity.h"
 #include "profiler/clock.h"
+#include "profiler/cupti_api.h"
 #include "profiler/cupti_records.h"
 
 namespace mactune::prof {
@@ -26,10 +27,11 @@ namespace {
 
 constexpr std::size_t kBufferBytes = 4u << 20;  // CUPTI's guide: 1-10 MB; Kineto uses 4 MB
 
-std::string result_text(CUptiResult r) {
-  const char* s = nullptr;
-  cuptiGetResultString(r, &s);
-  return s ? s : "CUPTI error " + std::to_string(static_cast<int>(r));
+using cupti::result_text;
+
+// The loaded libcupti: only reached once make_activity_collector() found it.
+const cupti::Api& lib() {
+  return *cupti::api();
 }
 
 // Why enabling activity failed, for the user: the cause and what to do.
@@ -73,8 +75,8 @@ struct ProcessSetup {
 const ProcessSetup& process_setup() {
   static const ProcessSetup setup = [] {
     ProcessSetup s;
-    s.clock_registered = cuptiActivityRegisterTimestampCallback(profiler_clock) == CUPTI_SUCCESS;
-    s.callbacks = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    s.clock_registered = lib().ActivityRegisterTimestampCallback(profiler_clock) == CUPTI_SUCCESS;
+    s.callbacks = lib().ActivityRegisterCallbacks(buffer_requested, buffer_completed);
     return s;
   }();
   return setup;
@@ -86,7 +88,7 @@ std::int64_t measure_clock_offset() {
   for (int i = 0; i < 16; ++i) {
     const std::int64_t a = now_ns();
     std::uint64_t c = 0;
-    cuptiGetTimestamp(&c);
+    lib().GetTimestamp(&c);
     const std::int64_t b = now_ns();
     if (best_gap < 0 || b - a < best_gap) {
       best_gap = b - a;
@@ -120,7 +122,7 @@ class CuptiCollector final : public ActivityCollector {
       decoder_.set_clock_offset(setup.clock_registered ? 0 : measure_clock_offset());
     }
     for (CUpti_ActivityKind k : kKinds) {
-      const CUptiResult r = cuptiActivityEnable(k);
+      const CUptiResult r = lib().ActivityEnable(k);
       if (r != CUPTI_SUCCESS) {
         disable_enabled();
         {
@@ -138,7 +140,7 @@ class CuptiCollector final : public ActivityCollector {
                                   CUPTI_RUNTIME_TRACE_CBID_cudaGetDeviceCount_v3020,
                                   CUPTI_RUNTIME_TRACE_CBID_cudaDeviceGetAttribute_v5000,
                                   CUPTI_RUNTIME_TRACE_CBID_cudaFuncGetAttributes_v3020})
-      cuptiActivityEnableRuntimeApi(cbid, 0);
+      lib().ActivityEnableRuntimeApi(cbid, 0);
     recording_ = true;
     status_ = std::string("CUPTI activity: kernels, copies, memsets, runtime API, syncs") +
               (setup.clock_registered ? "" : " (clock aligned by offset)");
@@ -149,10 +151,10 @@ class CuptiCollector final : public ActivityCollector {
     // Records complete only once the device is done; FlushAll never synchronizes by itself.
     const cudaError_t sync = cudaDeviceSynchronize();
     // Must not hold g_mutex: FlushAll calls buffer_completed on this thread.
-    const CUptiResult flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    const CUptiResult flushed = lib().ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     disable_enabled();
     std::size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS) dropped = 0;
+    if (lib().ActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS) dropped = 0;
     std::lock_guard lock(g_mutex);
     g_active = nullptr;
     recording_ = false;
@@ -175,7 +177,7 @@ class CuptiCollector final : public ActivityCollector {
   void consume(std::uint8_t* buffer, std::size_t valid_size) {
     CUpti_Activity* record = nullptr;
     for (;;) {
-      const CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_size, &record);
+      const CUptiResult r = lib().ActivityGetNextRecord(buffer, valid_size, &record);
       if (r != CUPTI_SUCCESS) break;  // MAX_LIMIT_REACHED: end; INVALID_KIND: a torn record
       decoder_.decode(record, log_);
     }
@@ -188,7 +190,7 @@ class CuptiCollector final : public ActivityCollector {
       CUPTI_ACTIVITY_KIND_SYNCHRONIZATION};
 
   void disable_enabled() {
-    for (CUpti_ActivityKind k : enabled_) cuptiActivityDisable(k);
+    for (CUpti_ActivityKind k : enabled_) lib().ActivityDisable(k);
     enabled_.clear();
   }
   void refuse(std::string why) {
@@ -219,8 +221,11 @@ std::unique_ptr<ActivityCollector> make_activity_collector() {
   std::string why;
   // Never touch CUPTI's device side without a device: without a driver some of it crashes.
   if (!cuda_device_usable(&why)) return make_null_collector(why + "; host spans only");
+  std::string missing;
+  if (!cupti::api(&missing))
+    return make_null_collector("CUPTI unavailable: " + missing + "; host spans only");
   std::uint32_t version = 0;
-  if (cuptiGetVersion(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION)
+  if (lib().GetVersion(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION)
     return make_null_collector("libcupti reports API version " + std::to_string(version) +
                                ", older than the " + std::to_string(CUPTI_API_VERSION) +
                                " this build expects; host spans only");

@@ -2,20 +2,25 @@
 // GPU needed) and the range profiler (one user range, user replay, L2 flushed before each pass).
 #include <cuda.h>  // CUcontext (types only: libcuda is never linked)
 #include <cuda_runtime_api.h>
-#include <cupti_profiler_host.h>
-#include <cupti_profiler_target.h>
-#include <cupti_range_profiler.h>
-#include <cupti_target.h>
 
 #include <algorithm>
 #include <set>
 
 #include "profiler/activity.h"
+#include "profiler/cupti_api.h"
 #include "profiler/cupti_check.h"
 #include "profiler/dram.h"
 
 namespace mactune::prof {
 namespace {
+
+// The loaded libcupti, or Error naming why there is none.
+const cupti::Api& cupti_lib() {
+  std::string why;
+  const cupti::Api* a = cupti::api(&why);
+  if (!a) throw Error("hardware counters need CUPTI: " + why);
+  return *a;
+}
 
 // A CUPTI parameter struct: zeroed (pPriv = NULL), with its structSize set.
 template <class Params>
@@ -42,14 +47,14 @@ struct CounterConfig::Impl {
     auto p = cupti_params<CUpti_Profiler_Host_Deinitialize_Params>(
         CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE);
     p.pHostObject = host;
-    cuptiProfilerHostDeinitialize(&p);
+    cupti_lib().ProfilerHostDeinitialize(&p);
   }
 };
 
 std::vector<std::string> supported_chips() {
   auto p = cupti_params<CUpti_Profiler_Host_GetSupportedChips_Params>(
       CUpti_Profiler_Host_GetSupportedChips_Params_STRUCT_SIZE);
-  MACTUNE_CUPTI_CHECK(cuptiProfilerHostGetSupportedChips(&p));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostGetSupportedChips(&p));
   std::vector<std::string> chips;
   for (std::size_t i = 0; i < p.numChips; ++i)
     if (p.ppChipNames[i]) chips.emplace_back(p.ppChipNames[i]);
@@ -66,7 +71,7 @@ std::set<std::string> base_metrics(CUpti_Profiler_Host_Object* host) {
         CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE);
     p.pHostObject = host;
     p.metricType = t;
-    MACTUNE_CUPTI_CHECK(cuptiProfilerHostGetBaseMetrics(&p));
+    MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostGetBaseMetrics(&p));
     for (std::size_t i = 0; i < p.numMetrics; ++i)
       if (p.ppMetricNames[i]) names.emplace(p.ppMetricNames[i]);
   }
@@ -98,7 +103,7 @@ CounterConfig::CounterConfig(std::string chip, std::vector<std::string> metrics,
   init.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
   init.pChipName = impl_->chip.c_str();
   init.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
-  MACTUNE_CUPTI_CHECK(cuptiProfilerHostInitialize(&init));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostInitialize(&init));
   impl_->host = init.pHostObject;
   // One unknown name makes every later ConfigAddMetrics on this host object fail: check first.
   const auto known = base_metrics(impl_->host);
@@ -111,25 +116,25 @@ CounterConfig::CounterConfig(std::string chip, std::vector<std::string> metrics,
   add.pHostObject = impl_->host;
   add.ppMetricNames = impl_->names.data();
   add.numMetrics = impl_->names.size();
-  const CUptiResult added = cuptiProfilerHostConfigAddMetrics(&add);
+  const CUptiResult added = cupti_lib().ProfilerHostConfigAddMetrics(&add);
   MACTUNE_REQUIRE(added == CUPTI_SUCCESS, "CUPTI rejected the metrics for chip ", impl_->chip,
                   " (a rollup or submetric that does not exist?)");
   auto size = cupti_params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
       CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
   size.pHostObject = impl_->host;
-  MACTUNE_CUPTI_CHECK(cuptiProfilerHostGetConfigImageSize(&size));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostGetConfigImageSize(&size));
   impl_->image.resize(size.configImageSize);
   auto image = cupti_params<CUpti_Profiler_Host_GetConfigImage_Params>(
       CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
   image.pHostObject = impl_->host;
   image.configImageSize = impl_->image.size();
   image.pConfigImage = impl_->image.data();
-  MACTUNE_CUPTI_CHECK(cuptiProfilerHostGetConfigImage(&image));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostGetConfigImage(&image));
   auto passes = cupti_params<CUpti_Profiler_Host_GetNumOfPasses_Params>(
       CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE);
   passes.configImageSize = impl_->image.size();
   passes.pConfigImage = impl_->image.data();
-  MACTUNE_CUPTI_CHECK(cuptiProfilerHostGetNumOfPasses(&passes));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostGetNumOfPasses(&passes));
   impl_->passes = passes.numOfPasses;
 }
 
@@ -161,7 +166,7 @@ std::vector<double> CounterConfig::evaluate(const std::vector<std::uint8_t>& cou
   p.ppMetricNames = const_cast<const char**>(impl_->names.data());
   p.numMetrics = impl_->names.size();
   p.pMetricValues = values.data();
-  MACTUNE_CUPTI_CHECK(cuptiProfilerHostEvaluateToGpuValues(&p));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerHostEvaluateToGpuValues(&p));
   return values;
 }
 
@@ -171,7 +176,8 @@ std::string CounterConfig::description(const std::string& metric) const {
       CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE);
   p.pHostObject = impl_->host;
   p.pMetricName = base.c_str();
-  if (cuptiProfilerHostGetMetricProperties(&p) != CUPTI_SUCCESS || !p.pDescription) return {};
+  if (cupti_lib().ProfilerHostGetMetricProperties(&p) != CUPTI_SUCCESS || !p.pDescription)
+    return {};
   return p.pDescription;
 }
 
@@ -220,14 +226,14 @@ struct RangeCounter::Impl {
       auto p = cupti_params<CUpti_RangeProfiler_Disable_Params>(
           CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE);
       p.pRangeProfilerObject = object;
-      cuptiRangeProfilerDisable(&p);
+      cupti_lib().RangeProfilerDisable(&p);
     }
     config.reset();
     if (l2_flush) cudaFree(l2_flush);
     if (profiler_initialized) {
       auto p = cupti_params<CUpti_Profiler_DeInitialize_Params>(
           CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE);
-      cuptiProfilerDeInitialize(&p);
+      cupti_lib().ProfilerDeInitialize(&p);
     }
   }
 
@@ -237,7 +243,7 @@ struct RangeCounter::Impl {
     p.pRangeProfilerObject = object;
     p.counterDataSize = counter_data.size();
     p.pCounterData = counter_data.data();
-    MACTUNE_CUPTI_CHECK(cuptiRangeProfilerCounterDataImageInitialize(&p));
+    MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerCounterDataImageInitialize(&p));
   }
 
   // Evicts the working set from L2 so each pass reads it from DRAM, as a cold decode step does.
@@ -259,27 +265,27 @@ RangeCounter::RangeCounter(std::vector<std::string> metrics) : impl_(std::make_u
   s.ctx = current_context();
   auto init =
       cupti_params<CUpti_Profiler_Initialize_Params>(CUpti_Profiler_Initialize_Params_STRUCT_SIZE);
-  MACTUNE_CUPTI_CHECK(cuptiProfilerInitialize(&init));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerInitialize(&init));
   s.profiler_initialized = true;
   auto chip =
       cupti_params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
   chip.deviceIndex = static_cast<std::size_t>(s.device);
-  MACTUNE_CUPTI_CHECK(cuptiDeviceGetChipName(&chip));
+  MACTUNE_CUPTI_CHECK(cupti_lib().DeviceGetChipName(&chip));
   s.chip = chip.pChipName ? chip.pChipName : "";
   // Counter availability: also where missing permission (ERR_NVGPUCTRPERM) shows up first.
   auto avail = cupti_params<CUpti_Profiler_GetCounterAvailability_Params>(
       CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
   avail.ctx = s.ctx;
-  MACTUNE_CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerGetCounterAvailability(&avail));
   std::vector<std::uint8_t> image(avail.counterAvailabilityImageSize);
   avail.pCounterAvailabilityImage = image.data();
-  MACTUNE_CUPTI_CHECK(cuptiProfilerGetCounterAvailability(&avail));
+  MACTUNE_CUPTI_CHECK(cupti_lib().ProfilerGetCounterAvailability(&avail));
   s.config = std::make_unique<CounterConfig>(s.chip, std::move(metrics), image);
 
   auto enable = cupti_params<CUpti_RangeProfiler_Enable_Params>(
       CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE);
   enable.ctx = s.ctx;
-  MACTUNE_CUPTI_CHECK(cuptiRangeProfilerEnable(&enable));
+  MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerEnable(&enable));
   s.object = enable.pRangeProfilerObject;
   std::vector<const char*> names;
   for (const auto& m : s.config->metrics()) names.push_back(m.c_str());
@@ -290,7 +296,7 @@ RangeCounter::RangeCounter(std::vector<std::string> metrics) : impl_(std::make_u
   size.numMetrics = names.size();
   size.maxNumOfRanges = 1;
   size.maxNumRangeTreeNodes = 1;
-  MACTUNE_CUPTI_CHECK(cuptiRangeProfilerGetCounterDataSize(&size));
+  MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerGetCounterDataSize(&size));
   s.counter_data.resize(size.counterDataSize);
   s.reset_counter_data();
 
@@ -323,7 +329,7 @@ CounterResult RangeCounter::measure(const std::function<void()>& work,
   config.minNestingLevel = 1;
   config.passIndex = 0;
   config.targetNestingLevel = 1;
-  MACTUNE_CUPTI_CHECK(cuptiRangeProfilerSetConfig(&config));
+  MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerSetConfig(&config));
 
   CounterResult result;
   result.metrics = s.config->metrics();
@@ -336,36 +342,36 @@ CounterResult RangeCounter::measure(const std::function<void()>& work,
     auto start = cupti_params<CUpti_RangeProfiler_Start_Params>(
         CUpti_RangeProfiler_Start_Params_STRUCT_SIZE);
     start.pRangeProfilerObject = s.object;
-    MACTUNE_CUPTI_CHECK(cuptiRangeProfilerStart(&start));
+    MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerStart(&start));
     auto push = cupti_params<CUpti_RangeProfiler_PushRange_Params>(
         CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE);
     push.pRangeProfilerObject = s.object;
     push.pRangeName = range_name.c_str();
-    MACTUNE_CUPTI_CHECK(cuptiRangeProfilerPushRange(&push));
+    MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerPushRange(&push));
     work();
     MACTUNE_CUDA_RT_CHECK(cudaDeviceSynchronize());
     auto pop = cupti_params<CUpti_RangeProfiler_PopRange_Params>(
         CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE);
     pop.pRangeProfilerObject = s.object;
-    MACTUNE_CUPTI_CHECK(cuptiRangeProfilerPopRange(&pop));
+    MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerPopRange(&pop));
     auto stop =
         cupti_params<CUpti_RangeProfiler_Stop_Params>(CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE);
     stop.pRangeProfilerObject = s.object;
-    MACTUNE_CUPTI_CHECK(cuptiRangeProfilerStop(&stop));
+    MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerStop(&stop));
     all_submitted = stop.isAllPassSubmitted != 0;
     ++result.passes;
   }
   auto decode = cupti_params<CUpti_RangeProfiler_DecodeData_Params>(
       CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE);
   decode.pRangeProfilerObject = s.object;
-  MACTUNE_CUPTI_CHECK(cuptiRangeProfilerDecodeData(&decode));
+  MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerDecodeData(&decode));
   MACTUNE_CHECK(decode.numOfRangeDropped == 0, "the range profiler dropped ",
                 decode.numOfRangeDropped, " range(s)");
   auto info = cupti_params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(
       CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = s.counter_data.data();
   info.counterDataImageSize = s.counter_data.size();
-  MACTUNE_CUPTI_CHECK(cuptiRangeProfilerGetCounterDataInfo(&info));
+  MACTUNE_CUPTI_CHECK(cupti_lib().RangeProfilerGetCounterDataInfo(&info));
   MACTUNE_CHECK(info.numTotalRanges >= 1, "no range in the counter data");
   result.values = s.config->evaluate(s.counter_data, 0);
   return result;

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <memory>
 
+#include "profiler/cupti_api.h"
+
 namespace mactune::prof::cupti {
 
 std::string demangle(const char* name) {
@@ -69,7 +71,9 @@ const std::string& RecordDecoder::api_name(bool driver, CUpti_CallbackId cbid) {
   if (it != api_names_.end()) return it->second;
   const char* raw = nullptr;
   std::string name;
-  if (cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid,
+  const Api* lib = api();  // without libcupti the name stays numeric
+  if (lib &&
+      lib->GetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid,
                            &raw) == CUPTI_SUCCESS &&
       raw) {
     name = raw;

@@ -10,6 +10,7 @@
 
 #include "kernels/error.h"
 #include "profiler/activity_trace.h"
+#include "profiler/cupti_api.h"
 #include "profiler/cupti_records.h"
 #include "profiler/dram.h"
 #include "profiler/trace_check.h"
@@ -159,6 +160,16 @@ TEST(CuptiRecords, DemangleLeavesPlainNamesAlone) {
   EXPECT_EQ(cupti::demangle("plain_c_kernel"), "plain_c_kernel");
   EXPECT_EQ(cupti::demangle("_Z3fooi"), "foo(int)");
   EXPECT_EQ(cupti::demangle(nullptr), "?");
+}
+
+TEST(CuptiLibrary, LoadedAtRunTimeNotLinked) {
+  std::string why;
+  const cupti::Api* api = cupti::api(&why);
+  ASSERT_NE(api, nullptr) << why;
+  std::uint32_t version = 0;
+  ASSERT_EQ(api->GetVersion(&version), CUPTI_SUCCESS);
+  EXPECT_GE(version, 130000u);
+  EXPECT_EQ(cupti::result_text(CUPTI_ERROR_NOT_INITIALIZED), "CUPTI_ERROR_NOT_INITIALIZED");
 }
 
 // ---- Profiler host API: no GPU needed.
