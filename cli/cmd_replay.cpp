@@ -124,6 +124,7 @@ void run_replay(const ReplayArgs& a) {
                         if (db) db->record(t, pt);
                         if (!a.json.empty()) write_json(a.json, tuner::replay_json(t, done));
                       });
+  if (!done.empty()) std::printf("code path: %s\n", done.front().fidelity.instance.c_str());
   std::printf(
       "err = |o - o_full| / |o_full| per eligible (step, head), o_full the exact fp64 "
       "attention; ref = vs the trace's o_ref\n");

@@ -65,6 +65,7 @@ TEST_P(ExactAttentionVsORef, CpuEngineFullAttentionFp32) {
   EXPECT_LE(f.rel_err_vs_ref->max, 1e-5);
   EXPECT_LE(f.rel_err.max, 1e-5);
   EXPECT_GT(f.rel_err.max, 0.0);  // f32 arithmetic really ran
+  EXPECT_EQ(f.instance.rfind("full_cpu_", 0), 0u) << f.instance;
 }
 
 INSTANTIATE_TEST_SUITE_P(Traces, ExactAttentionVsORef, ::testing::ValuesIn(kTraces),
@@ -176,6 +177,8 @@ TEST_P(ExpectedReplay, MatchesIndependentFloat64) {
   st.mac.pick = parse_pick_rule(j["pick"].get<std::string>());
   const Fidelity f = summarize(replay_layer(t.layer, t.trace.rope_theta(), t.exact, st));
   EXPECT_EQ(f.steps, j["steps"].get<long long>());
+  EXPECT_EQ(f.instance.rfind(st.engine == ReplayEngine::ref ? "mac_ref" : "mac_cpu_", 0), 0u)
+      << f.instance;
   // The reference computes d^2 in double from the same f32 queries: identical decisions.
   const double rate_tol = st.engine == ReplayEngine::ref ? 1e-12 : 0.01;
   EXPECT_NEAR(f.hit_rate, j["hit_rate"], rate_tol);

@@ -179,6 +179,7 @@ void LayerRun::pool(const LayerRun& o) {
   else
     rel_err_vs_ref.clear();
   full_vs_ref_max = both_ref ? std::max(full_vs_ref_max, o.full_vs_ref_max) : -1;
+  if (instance != o.instance) instance = instance.empty() ? o.instance : "mixed";
 }
 
 Fidelity summarize(const LayerRun& r) {
@@ -198,6 +199,7 @@ Fidelity summarize(const LayerRun& r) {
   f.rel_err = error_stats(r.rel_err);
   if (!r.rel_err_vs_ref.empty()) f.rel_err_vs_ref = error_stats(r.rel_err_vs_ref);
   f.full_vs_ref_max = r.full_vs_ref_max;
+  f.instance = r.instance;
   return f;
 }
 
@@ -262,11 +264,13 @@ LayerRun replay_layer(const TraceLayer& L, double rope_theta, const ExactAttenti
     ref::Session session(shape, st.mac, rope_theta, !st.baseline);
     MACTUNE_CHECK(session.add_request() == id, "first request id");
     ref::Session::Result res;
-    return drive(L, full, st.mac, !st.baseline,
-                 [&](auto q, auto k, auto v) -> const ref::Session::Result& {
-                   res = session.step(ids, q, k, v);
-                   return res;
-                 });
+    LayerRun run = drive(L, full, st.mac, !st.baseline,
+                         [&](auto q, auto k, auto v) -> const ref::Session::Result& {
+                           res = session.step(ids, q, k, v);
+                           return res;
+                         });
+    run.instance = st.baseline ? "full_ref_fp64" : "mac_ref_fp64";
+    return run;
   }
   cpu::SessionOptions opt;
   opt.shape = shape;
@@ -277,10 +281,12 @@ LayerRun replay_layer(const TraceLayer& L, double rope_theta, const ExactAttenti
   opt.engine.threads = st.threads;
   cpu::Session session(opt);
   MACTUNE_CHECK(session.add_request() == id, "first request id");
-  return drive(L, full, st.mac, !st.baseline,
-               [&](auto q, auto k, auto v) -> const cpu::Session::Result& {
-                 return session.step(ids, q, k, v);
-               });
+  LayerRun run = drive(L, full, st.mac, !st.baseline,
+                       [&](auto q, auto k, auto v) -> const cpu::Session::Result& {
+                         return session.step(ids, q, k, v);
+                       });
+  run.instance = session.instance_name();
+  return run;
 }
 
 std::vector<ReplayPoint> replay_trace(const DecodeTrace& trace, const std::vector<int>& layers,

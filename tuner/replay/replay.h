@@ -80,6 +80,7 @@ struct LayerRun {
   std::vector<double> rel_err;                            // per eligible (step, head), vs o_full
   std::vector<double> rel_err_vs_ref;                     // the same vs o_ref; empty without o_ref
   double full_vs_ref_max = -1;  // o_full vs o_ref (a wrong RoPE base shows here)
+  std::string instance;         // the code path that ran, e.g. mac_cpu_avx2_hd64_f32
 
   void pool(const LayerRun& other);  // adds another trace's run of the same layer
 };
@@ -98,6 +99,7 @@ struct Fidelity {
   ErrorStats rel_err;
   std::optional<ErrorStats> rel_err_vs_ref;
   double full_vs_ref_max = -1;
+  std::string instance;
 };
 Fidelity summarize(const LayerRun& run);
 

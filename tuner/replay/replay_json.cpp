@@ -33,6 +33,7 @@ std::string replay_json(const DecodeTrace& trace, const std::vector<ReplayPoint>
     ordered_json e;
     e["layer"] = f.layer;
     e["engine"] = pt.settings.engine_label();
+    e["instance"] = f.instance;
     e["K"] = mac.ring_capacity;
     e["r"] = mac.band;
     e["tau"] = mac.tau;
