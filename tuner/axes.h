@@ -20,7 +20,7 @@ struct AxisDef {
   double min = 0, max = 0;            // numeric range (inclusive)
   // Text axes: canonical spelling of a value, or InputError naming what is expected.
   std::function<std::string(const std::string&)> canonical;
-  std::string_view doc;  // one line for docs and `mactune tune --list-axes`
+  std::string_view doc;  // one line: what the axis is
 };
 
 // Every axis, in grid order (the first is the outermost loop). Hit rate is the innermost axis

@@ -1,5 +1,6 @@
 // The CPU backend: cpu::Session timed with the steady clock, cold samples after a pass over a
 // buffer twice the size of the last-level cache, clock read from /proc/cpuinfo.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -113,13 +114,21 @@ class CpuCase final : public Case {
 
   std::string instance() const override { return session_.instance_name(); }
   void run() override { stats_ = session_.step(ids_, q_, k_, v_, /*advance=*/false).stats; }
+  // The steady clock around the step. A sample during which the kernel preempted any thread of
+  // the process (an involuntary context switch: another process took the core) timed the
+  // scheduler as much as the step: it is marked disturbed.
   double sample() override {
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
     timer_.start();
     const auto& r = session_.step(ids_, q_, k_, v_, /*advance=*/false);
     const double s = timer_.stop();
+    getrusage(RUSAGE_SELF, &after);
+    disturbed_ = after.ru_nivcsw > before.ru_nivcsw;
     stats_ = r.stats;
     return s;
   }
+  bool disturbed() const override { return disturbed_; }
   StepStats stats() const override { return stats_; }
 
  private:
@@ -128,6 +137,7 @@ class CpuCase final : public Case {
   std::vector<float> q_, k_, v_;
   SteadyTimer timer_;
   StepStats stats_;
+  bool disturbed_ = false;
 };
 
 class CpuBackend final : public Backend {

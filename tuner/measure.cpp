@@ -50,6 +50,8 @@ GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
   GroupResult r;
   r.clock = backend.clock_begin();
   std::vector<Convergence> conv(n, Convergence(sp));
+  std::vector<int> discarded(n, 0);
+  int disturbed = 0;
   auto all_done = [&] {
     for (const auto& c : conv)
       if (!c.done()) return false;
@@ -73,12 +75,24 @@ GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
       if (conv[s].done()) continue;
       check_stop(stop_flag);
       if (policy.mode == CacheMode::cold) backend.flush_caches();
-      conv[s].add(cases[s]->sample());
+      const double t = cases[s]->sample();
+      if (cases[s]->disturbed()) {
+        ++disturbed;
+        // Keep disturbed samples only once max_samples of them were thrown away: a machine
+        // that never leaves the process alone still gets measured (and says so).
+        if (discarded[s] < sp.max_samples) {
+          ++discarded[s];
+          continue;
+        }
+      }
+      conv[s].add(t);
     }
   }
   const ClockState end = backend.clock_end();
   if (end.mhz) r.clock.mhz = r.clock.mhz ? (*r.clock.mhz + *end.mhz) / 2 : *end.mhz;
-  r.clock.throttled_samples += end.throttled_samples;
+  r.clock.throttled_samples += end.throttled_samples + disturbed;
+  r.discarded = 0;
+  for (int d : discarded) r.discarded += d;
   if (!end.note.empty()) r.clock.note = end.note;
   for (std::size_t s = 0; s < n; ++s) {
     SideResult side;

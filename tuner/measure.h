@@ -57,13 +57,17 @@ class Case {
   virtual std::string instance() const = 0;  // canonical instance name
   virtual void run() = 0;                    // one untimed step (warm-up)
   virtual double sample() = 0;               // one timed step: seconds by the backend's timer
-  virtual StepStats stats() const = 0;       // of the last step: modeled bytes, skip ratio
+  // Whether the last sample was disturbed from outside (CPU: a thread of the process was
+  // preempted while it ran; GPU: the clocks were throttled). Disturbed samples are discarded,
+  // as nvbench discards throttled ones, up to max_samples of them per case.
+  virtual bool disturbed() const { return false; }
+  virtual StepStats stats() const = 0;  // of the last step: modeled bytes, skip ratio
 };
 
 // Clock state around a point, where the platform exposes it.
 struct ClockState {
   std::optional<double> mhz;  // mean core / SM clock
-  int throttled_samples = 0;  // samples taken below the throttle threshold
+  int throttled_samples = 0;  // disturbed samples (preempted / throttled), discarded or kept
   std::string note;           // how it was read, or why it was not
 };
 
@@ -116,6 +120,7 @@ struct Interrupted : std::exception {
 struct GroupResult {
   std::vector<SideResult> sides;  // one per case, in order
   ClockState clock;
+  int discarded = 0;  // disturbed samples thrown away
   double wall_seconds = 0;
 };
 

@@ -180,7 +180,8 @@ class Sweeper {
       db::Measurement mf = row(pending[i].full, run_id_, started);
       std::ostringstream notes;
       notes << "timer=" << backend_.timer_name() << "; clock: " << r.clock.note
-            << "; interleaved=" << cases.size()
+            << "; interleaved=" << cases.size() << "; disturbed=" << r.clock.throttled_samples
+            << " (discarded " << r.discarded << ")"
             << "; wall_s=" << format_number(std::round(r.wall_seconds * 1000) / 1000);
       for (auto [m, side] : {std::pair{&mm, &mac}, std::pair{&mf, &full}}) {
         m->stats = time_stats(*side);

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "kernels/error.h"
+#include "tuner/axes.h"
 #include "tuner/spec.h"
 
 namespace mactune::tuner {
@@ -179,6 +183,22 @@ seed: 42
 TEST(TunerSpec, NameIsRequiredAndFileSafe) {
   EXPECT_EQ(error_of("workload: {batch: 1}\n").rfind("t.yaml:1: name: missing", 0), 0u);
   EXPECT_EQ(error_of("name: a/b\n").rfind("t.yaml:1: name:", 0), 0u);
+}
+
+// docs/spec.md documents every axis the reader accepts, key by key.
+TEST(TunerSpec, DocsListEveryAxis) {
+  const char* src = std::getenv("MACTUNE_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
+  std::ifstream in(std::string(src) + "/docs/spec.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(doc.empty());
+  for (const AxisDef& d : axis_defs())
+    EXPECT_NE(doc.find("| `" + std::string(d.name) + "` |"), std::string::npos) << d.name;
+  for (const char* key :
+       {"warmup", "min_samples", "max_samples", "noise", "min_time", "stable_window", "time_cap",
+        "mode", "timer", "interleave", "tie_tolerance", "ties", "backend", "name", "db", "dispatch",
+        "header", "report"})
+    EXPECT_NE(doc.find(std::string("| `") + key + "` |"), std::string::npos) << key;
 }
 
 TEST(TunerSpec, GlobMatch) {
