@@ -1,6 +1,5 @@
 #include "db/schema.h"
 
-
 namespace mactune::db {
 namespace {
 
