@@ -1,5 +1,6 @@
 #include "tuner/sweep.h"
 
+#include <array>
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -191,9 +192,8 @@ class Sweeper {
         m->notes = notes.str() + "; skip_ratio=" +
                    format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4);
       }
-      // The baseline first, then the MAC row: the MAC row marks the point complete.
-      store_.record_measurement(mf);
-      store_.record_measurement(mm);
+      // The pair in one transaction: a kill cannot leave a MAC row without its baseline.
+      store_.record_measurements(std::array{mf, mm});
       ++counts.measured;
       const double speedup = mac.time.median > 0 ? full.time.median / mac.time.median : 0;
       std::ostringstream o;
@@ -210,8 +210,7 @@ class Sweeper {
     db::Measurement mf = row(pp.full, run_id_, started);
     mm.status = mf.status = db::PointStatus::failed;
     mm.error = mf.error = why;
-    store_.record_measurement(mf);
-    store_.record_measurement(mm);
+    store_.record_measurements(std::array{mf, mm});
     ++counts.failed;
     progress_.end(point_label(*pp.point) + ": failed: " + why, false);
   }

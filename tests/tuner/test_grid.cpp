@@ -128,6 +128,9 @@ TEST(TunerGrid, ShippedSpecs) {
   const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
   EXPECT_EQ(expand_grid(quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(quick.device.backend, "cpu");
+  const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", "cuda");
+  EXPECT_EQ(expand_grid(cuda_quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
+  EXPECT_EQ(cuda_quick.device.backend, "cuda");
   const Spec h200 = load_spec(dir + "h200.yaml", "cuda");
   const auto pts = expand_grid(h200);
   // 7 batches x 4 contexts x 2 GQA x 6 hit rates x 2 chunks, less batch 64 x 256K (24 points).

@@ -286,5 +286,20 @@ TEST(TuneCli, DryRunListsPointsWithoutMeasuring) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("dry.db"))) << "a dry run creates no database";
 }
 
+// `mactune info --backend` names the backend the quick start tunes on: cuda exactly when the
+// GPU tests would run.
+TEST(TuneCli, InfoBackendNamesTheDeviceTheQuickStartTunes) {
+  TempDir dir;
+  const auto r = run_mactune(dir, {"info", "--backend"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(r.out == "cpu\n" || r.out == "cuda\n") << r.out;
+  const auto full = run_mactune(dir, {"info"});
+  ASSERT_EQ(full.rc, 0) << full.err;
+  EXPECT_NE(full.out.find("  cpu: "), std::string::npos) << full.out;
+  if (r.out == "cpu\n") {
+    EXPECT_NE(full.out.find("cuda: not usable"), std::string::npos) << full.out;
+  }
+}
+
 }  // namespace
 }  // namespace mactune::tuner
