@@ -88,10 +88,13 @@ Choice choose(std::vector<Choice> cands, double tol, const std::string& incumben
       if (simplest != tied.begin()) chosen = *simplest, chosen.reason = "simpler";
     }
   }
-  chosen.ties.clear();
-  chosen.ties.push_back(chosen.id());
+  chosen.ties = {chosen.id()};
+  chosen.tie_scores = {chosen.score};
   for (const Choice& c : tied)
-    if (c.id() != chosen.id()) chosen.ties.push_back(c.id());
+    if (c.id() != chosen.id()) {
+      chosen.ties.push_back(c.id());
+      chosen.tie_scores.push_back(c.score);
+    }
   chosen.margin = 0;
   for (const Choice& c : cands)
     if (c.tie_score > best * (1.0 + tol)) {

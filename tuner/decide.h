@@ -44,8 +44,9 @@ struct Choice {
   double score = 0;      // full: median seconds; mac: geometric mean over conditions of t / t_best
   double tie_score = 0;  // the score with differences inside the intervals counted as none
   double margin = 0;     // first config outside the tie set: its score / this score - 1; 0 if none
-  std::vector<std::string> ties;  // config ids within the tie tolerance, the chosen one first
-  std::string reason;             // "fastest", "incumbent", "simpler", "only"
+  std::vector<std::string> ties;   // config ids within the tie tolerance, the chosen one first
+  std::vector<double> tie_scores;  // their scores (as `score`), in the same order
+  std::string reason;              // "fastest", "incumbent", "simpler", "only"
 
   std::string id() const;  // instance|params|mac_settings
 };

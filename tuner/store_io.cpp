@@ -222,9 +222,10 @@ void store_decisions(db::Store& store, const Selection& sel,
       b.median_s = c.score;  // full: seconds; mac: relative score (1 = best everywhere)
       if (c.margin > 0) b.margin = c.margin;
       b.tie_tolerance = tie_tolerance;
-      for (const std::string& id : c.ties) {
-        const auto parts = split(id);
-        b.tie_set.push_back({parts[0], parts[2].empty() ? parts[1] : parts[1] + ";" + parts[2], 0});
+      for (std::size_t i = 0; i < c.ties.size(); ++i) {
+        const auto parts = split(c.ties[i]);
+        b.tie_set.push_back({parts[0], parts[2].empty() ? parts[1] : parts[1] + ";" + parts[2],
+                             c.tie_scores.at(i)});
       }
       store.write_best_config(b);
     }

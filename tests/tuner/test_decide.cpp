@@ -114,6 +114,10 @@ TEST(TunerDecide, TiesGoToTheSimplerConfig) {
   EXPECT_EQ(d[0].mac.K, 512);
   EXPECT_EQ(d[0].mac.reason, "simpler");
   EXPECT_EQ(d[0].mac.ties.size(), 2u);
+  ASSERT_EQ(d[0].mac.tie_scores.size(), 2u);  // stored with the tie set: the chosen one first
+  EXPECT_DOUBLE_EQ(d[0].mac.tie_scores[0], d[0].mac.score);
+  EXPECT_NEAR(d[0].mac.tie_scores[0], 1.005, 1e-9);
+  EXPECT_DOUBLE_EQ(d[0].mac.tie_scores[1], 1.0);
   // With a zero tolerance and no interval rule the faster one wins.
   DecideOptions strict;
   strict.tie_tolerance = 0;
@@ -135,6 +139,10 @@ TEST(TunerDecide, DifferencesInsideTheIntervalsAreTiesUnderTheOverlapRule) {
   EXPECT_EQ(d[0].mac.params, "chunk=256");
   EXPECT_EQ(d[0].mac.reason, "simpler");
   EXPECT_EQ(d[0].mac.ties.size(), 2u);
+  ASSERT_EQ(d[0].mac.tie_scores.size(), 2u);  // stored with the tie set: the chosen one first
+  EXPECT_DOUBLE_EQ(d[0].mac.tie_scores[0], d[0].mac.score);
+  EXPECT_NEAR(d[0].mac.tie_scores[0], 1.0 / 0.96, 1e-9);
+  EXPECT_DOUBLE_EQ(d[0].mac.tie_scores[1], 1.0);
   EXPECT_NEAR(d[0].mac.score, 1.0 / 0.96, 1e-9) << "the raw score is kept";
   EXPECT_EQ(d[0].full.params, "chunk=256");
   DecideOptions tol;
