@@ -2,9 +2,11 @@
 // Decisions, fidelity and counts are in decisions.cpp.
 #include "db/store.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -322,11 +324,36 @@ Id Store::upsert_run(const RunInfo& r) {
   return id_of(sel);
 }
 
+// A run of this host still marked running whose process is gone was killed (SIGKILL, OOM,
+// power): it is marked interrupted, so only live runs read as running. A reused pid keeps a
+// dead run "running" a while longer; never the other way round.
+void Store::close_dead_runs(const std::string& host) {
+  std::vector<std::pair<Id, std::string>> running;
+  {
+    auto q = c_.prepare("SELECT id, run_key FROM runs WHERE status = 'running' AND host = ?1");
+    q.bind(1, host);
+    while (q.step()) running.emplace_back(q.int64(0), q.text(1));
+  }
+  const std::string prefix = host + ':';
+  for (const auto& [id, key] : running) {
+    if (key.rfind(prefix, 0) != 0) continue;  // a caller-chosen key: no pid to check
+    long pid = 0;
+    const char* first = key.data() + prefix.size();
+    const auto [end, ec] = std::from_chars(first, key.data() + key.size(), pid);
+    if (ec != std::errc() || end == first || *end != ':' || pid <= 0 || pid == getpid()) continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    auto u =
+        c_.prepare("UPDATE runs SET status = 'interrupted' WHERE id = ?1 AND status = 'running'");
+    u.bind(1, id).run();
+  }
+}
+
 Id Store::begin_run(RunInfo r) {
   if (r.host.empty()) {
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) == 0) r.host = host;
   }
+  close_dead_runs(r.host);
   if (r.run_key.empty()) {
     static std::atomic<int> counter{0};
     std::ostringstream k;

@@ -248,7 +248,8 @@ class Store {
   Id upsert_workload(const Workload& w);
   Id upsert_run(const RunInfo& r);  // by run_key (required)
 
-  // Starts a run: a fresh run_key (host, pid, time) unless given; status running.
+  // Starts a run: a fresh run_key (host, pid, time) unless given; status running. Runs of this
+  // host left "running" by a process that no longer exists are marked interrupted first.
   Id begin_run(RunInfo r);
   void finish_run(Id run_id, RunStatus status);
 
@@ -282,6 +283,7 @@ class Store {
   std::vector<std::pair<std::string, std::int64_t>> table_counts() const;
 
  private:
+  void close_dead_runs(const std::string& host);
   Store(std::string path, Connection c) : path_(std::move(path)), c_(std::move(c)) {}
   Id id_of(Statement& select) const;
   RecordOutcome record_locked(const Measurement& m);  // inside an open transaction

@@ -183,12 +183,12 @@ TEST(TuneCli, KilledWithSigkillResumesAndStoresEveryPointExactlyOnce) {
   for (const auto& p : partial)
     EXPECT_EQ(all.count(p), 1u) << "a point stored before the kill was lost";
   expect_no_corrupt_rows(db);
-  // The killed run stays "running" (it never finished); the resumed one finished.
+  // The killed run is marked interrupted when the next run starts; the resumed one finished.
   const db::Store s = db::Store::open(db, {.mode = db::OpenMode::read_only});
   auto q = s.connection().prepare("SELECT status FROM runs ORDER BY id");
   std::vector<std::string> statuses;
   while (q.step()) statuses.push_back(q.text(0));
-  EXPECT_EQ(statuses, (std::vector<std::string>{"running", "finished"}));
+  EXPECT_EQ(statuses, (std::vector<std::string>{"interrupted", "finished"}));
 }
 
 TEST(TuneCli, CtrlCStopsBetweenSamplesKeepsEveryPointAndResumes) {
