@@ -126,7 +126,7 @@ TEST(TunerGrid, ShippedSpecs) {
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
   const std::string dir = std::string(src) + "/configs/";
   const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
-  EXPECT_EQ(expand_grid(quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
+  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 4u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(quick.device.backend, "cpu");
   const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", "cuda");
   EXPECT_EQ(expand_grid(cuda_quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
