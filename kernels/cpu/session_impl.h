@@ -67,6 +67,9 @@ struct Session::Impl {
   std::vector<int> guard_fires;  // [threads]
 
   void configure_engine();  // pool, kernels, name and per-thread scratch from opt.engine
+  // The sink for a task's own span on a pool worker: workers other than the caller (whose phase
+  // span already covers its share) report each task, so a trace has a track per thread.
+  PhaseSink* worker_sink(int worker) const { return worker == 0 ? nullptr : opt.phases; }
   Request& request(int id);
   const Request& request(int id) const;
   void step(std::span<const int> requests, std::span<const float> q, std::span<const float> k,

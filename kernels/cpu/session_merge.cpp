@@ -90,6 +90,7 @@ void Session::Impl::merge(std::span<const int> requests, float* out) {
   entry_lse.resize(sz(n) * sz(Hq));
   const bool gated = opt.mac_enabled && mac.accept_eps < 1.0;
   pool->run(n * Hkv, [&](int task, int worker) {
+    PhaseScope on_worker(worker_sink(worker), Phase::merge, name);
     const int b = task / Hkv, g = task % Hkv, m = m_of[sz(b)];
     const GroupItems& mp = merge_plan[sz(task)];
     const Ring& ring = slots[sz(ids[sz(b)])].ring;

@@ -126,6 +126,7 @@ void Session::Impl::match(std::span<const int> requests) {
   if (!any) return;
   PhaseScope ph(opt.phases, Phase::match, name);
   pool->run(n * Hq, [&](int task, int worker) {
+    PhaseScope on_worker(worker_sink(worker), Phase::match, name);
     const int b = task / Hq, h = task % Hq;
     decide_head(request(requests[sz(b)]), b, n, h, worker);
   });
@@ -222,7 +223,8 @@ void Session::Impl::attend() {
   PhaseScope ph(opt.phases, Phase::attend, name);
   part_o.resize(items.size() * sz(G) * sz(D));
   part_lse.resize(items.size() * sz(G));
-  pool->run(static_cast<int>(items.size()), [&](int i, int) {
+  pool->run(static_cast<int>(items.size()), [&](int i, int worker) {
+    PhaseScope on_worker(worker_sink(worker), Phase::attend, name);
     const WorkItem& it = items[sz(i)];
     const std::size_t head0 = sz(it.batch_index) * sz(Hq) + sz(it.kv_head) * sz(G);
     AttendArgs a;
