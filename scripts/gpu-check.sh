@@ -18,6 +18,10 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bins=(test_cuda_gpu test_cuda_host mactune_gpu_check)
+# More gpu-labelled tests: the device planner in a CUDA graph (issue 4) and the profiler's
+# CUPTI trace and DRAM bytes vs modeled at 128K (issue 7; libcupti is loaded at run time from
+# the GPU machine's toolkit).
+extra_bins=(tests/schedules/test_schedules_plan_graph tests/profiler/test_profiler_gpu)
 
 if [[ ${1:-} == --prepare ]]; then
   set -e
@@ -25,13 +29,14 @@ if [[ ${1:-} == --prepare ]]; then
   build=$root/build/gpu-bundle
   filter=${MACTUNE_GPU_CHECK_FILTER:-"attend_cuda_hd128_g8_t64_s2_bf16;attend_cuda_hd128_g16_t64_s2_bf16;attend_cuda_hd64_g8_t64_s2_f16;attend_cuda_hd256_g8_t64_s2_bf16;attend_cuda_hd128_g8_t128_s3_bf16;full_cuda_hd128_g8_t64_s2_bf16;full_cuda_hd64_g8_t64_s2_f16;full_cuda_hd256_g16_t64_s2_bf16;match_cuda_hd128_*_bf16;match_cuda_hd64_p1_f16;match_cuda_hd256_p1_bf16;merge_cuda_*"}
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DMACTUNE_BUILD_BENCH=OFF -DMACTUNE_ENABLE_CUPTI=OFF \
+    -DMACTUNE_BUILD_BENCH=OFF -DMACTUNE_ENABLE_CUPTI=ON \
     -DMACTUNE_ALL_INSTANCES=ON "-DMACTUNE_KERNEL_FILTER=$filter" >/dev/null
-  cmake --build "$build" --target "${bins[@]}" -j "$(nproc 2>/dev/null || echo 2)"
+  cmake --build "$build" --target "${bins[@]}" "${extra_bins[@]##*/}" \
+    -j "$(nproc 2>/dev/null || echo 2)"
   mkdir -p "$bundle"
-  for b in "${bins[@]}"; do
-    cp "$build/tests/cuda/$b" "$bundle/"
-    strip --strip-debug "$bundle/$b" 2>/dev/null || true
+  for b in "${bins[@]/#/tests/cuda/}" "${extra_bins[@]}"; do
+    cp "$build/$b" "$bundle/"
+    strip --strip-debug "$bundle/${b##*/}" 2>/dev/null || true
   done
   {
     echo "commit: $(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (dirty tree)')"
@@ -43,7 +48,7 @@ if [[ ${1:-} == --prepare ]]; then
     "$root"/*) rel=${bundle#"$root"/}
        grep -qxF "/$rel/" "$root/.git/info/exclude" 2>/dev/null || echo "/$rel/" >>"$root/.git/info/exclude" ;;
   esac
-  for b in "${bins[@]}"; do echo "== $b"; ldd "$bundle/$b"; done
+  for b in "${bins[@]}" "${extra_bins[@]##*/}"; do echo "== $b"; ldd "$bundle/$b"; done
   du -sh "$bundle"
   exit 0
 fi
@@ -60,7 +65,7 @@ status=0
 
 # Shared libraries first: a missing one costs seconds here, not a failed run later.
 : >"$out/ldd.txt"
-for b in "${bins[@]}"; do
+for b in "${bins[@]}" "${extra_bins[@]##*/}"; do
   if [[ ! -x $bundle/$b ]]; then
     echo "gpu-check: $bundle/$b is missing (run scripts/gpu-check.sh --prepare on the build machine)" >&2
     exit 3
@@ -77,6 +82,10 @@ echo "== gpu tests"
 timeout 60 "$bundle/test_cuda_host" --gtest_brief=1 >"$out/host-tests.log" 2>&1 || status=1
 timeout 200 "$bundle/test_cuda_gpu" --gtest_output="json:$out/gpu-tests.json" \
   >"$out/gpu-tests.log" 2>&1 || status=1
+for b in "${extra_bins[@]##*/}"; do
+  timeout 90 "$bundle/$b" --gtest_output="json:$out/$b.json" >"$out/$b.log" 2>&1 || status=1
+  echo "$b: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/$b.log" | tr '\n' ' ')"
+done
 grep -E "^\[  (PASSED|FAILED|SKIPPED) |^\[==========\]" "$out/gpu-tests.log" | tail -20
 if grep -q "no usable GPU" "$out/gpu-tests.log"; then
   echo "gpu-check: the tests found no usable GPU: $(grep -m1 -o 'no usable GPU.*' "$out/gpu-tests.log")" >&2
