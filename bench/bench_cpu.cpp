@@ -31,6 +31,7 @@
 #include "kernels/cpu/kernel_api.h"
 #include "kernels/cpu/session.h"
 #include "kernels/cpu/storage.h"
+#include "kernels/device.h"
 
 namespace mactune::bench {
 namespace {
@@ -153,7 +154,7 @@ void probe_read(benchmark::State& state) {
   for (auto _ : state) rate = read_bandwidth(pool, bytes, 3);
   state.counters["bytes/s"] = rate;
   state.counters["buffer_MiB"] = static_cast<double>(bytes >> 20);
-  state.counters["llc_MiB"] = static_cast<double>(llc_bytes() >> 20);
+  state.counters["llc_MiB"] = static_cast<double>(cpu_llc_bytes() >> 20);
 }
 
 void probe_fma(benchmark::State& state) {

@@ -9,10 +9,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <memory>
 #include <new>
 #include <vector>
+
+#include "kernels/device.h"
 
 namespace mactune::bench {
 namespace {
@@ -86,21 +87,6 @@ float fma_loop_generic(float seed) {  // 4 lanes of baseline SSE, no fused multi
 }
 
 }  // namespace
-
-std::size_t llc_bytes() {
-  std::size_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string s;
-    if (!(in >> s) || s.empty()) continue;
-    std::size_t mult = 1;
-    if (s.back() == 'K') mult = 1024;
-    if (s.back() == 'M') mult = std::size_t{1} << 20;
-    if (mult != 1) s.pop_back();
-    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
-  }
-  return best;
-}
 
 double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes) {
   // Backed like the engine's KV arenas (2 MiB-aligned, transparent huge pages requested), so
@@ -183,7 +169,7 @@ const Roofline& machine_roofline() {
     out.threads = pool.size();
     const cpu::Isa isa = cpu::best_isa();
     out.isa = std::string(cpu::isa_name(isa));
-    out.buffer_bytes = std::max<std::size_t>(16 * llc_bytes(), std::size_t{1} << 30);
+    out.buffer_bytes = std::max<std::size_t>(16 * cpu_llc_bytes(), std::size_t{1} << 30);
     out.read_bytes_per_s = read_bandwidth(pool, out.buffer_bytes, 5);
     out.flops_per_s = peak_fma(pool, isa, 5);
     return out;

@@ -36,7 +36,4 @@ double peak_fma_thread_cpu(cpu::Isa isa, int passes);
 // Measured once per process (threads = 0: all logical CPUs), then cached.
 const Roofline& machine_roofline();
 
-// Size of the largest cache level (sysfs), 0 when unknown.
-std::size_t llc_bytes();
-
 }  // namespace mactune::bench

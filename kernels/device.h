@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -64,6 +66,24 @@ inline std::string cpu_model_name() {
     }
   }
   return "unknown CPU";
+}
+
+// Size of the largest cache level of cpu0 in bytes, from sysfs (0 when unknown): what a cold
+// sample must evict, and what a bandwidth probe's buffer must dwarf.
+inline std::size_t cpu_llc_bytes() {
+  std::size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    std::string s;
+    if (!(in >> s) || s.empty()) continue;
+    std::size_t mult = 1;
+    if (s.back() == 'K') mult = std::size_t{1} << 10;
+    if (s.back() == 'M') mult = std::size_t{1} << 20;
+    if (mult != 1) s.pop_back();
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) continue;
+    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
+  }
+  return best;
 }
 
 // The CPU this process runs on, with `threads` workers (0: all logical CPUs).

@@ -12,27 +12,12 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/session.h"
+#include "kernels/device.h"
 #include "kernels/error.h"
 #include "tuner/measure.h"
 
 namespace mactune::tuner {
 namespace {
-
-// Size of the largest cache level of cpu0, from sysfs (0 when unknown).
-std::size_t llc_bytes() {
-  std::size_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string s;
-    if (!(in >> s) || s.empty()) continue;
-    std::size_t mult = 1;
-    if (s.back() == 'K') mult = 1024;
-    if (s.back() == 'M') mult = 1024 * 1024;
-    if (mult != 1) s.pop_back();
-    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
-  }
-  return best;
-}
 
 // Bytes the OS can still hand out (MemAvailable), 0 when unknown.
 long long available_bytes() {
@@ -143,7 +128,7 @@ class CpuCase final : public Case {
 class CpuBackend final : public Backend {
  public:
   CpuBackend() {
-    const std::size_t llc = llc_bytes();
+    const std::size_t llc = cpu_llc_bytes();
     flush_.assign(std::max<std::size_t>(2 * llc, 64u << 20), 1);
   }
 
