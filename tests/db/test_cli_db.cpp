@@ -1,14 +1,12 @@
 // `mactune db ...` through the real binary: exit codes, one-line errors, files left intact.
-#include <grp.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
-#include <iterator>
 #include <sstream>
 
+#include "tests/cli_process.h"
 #include "tests/db/fixtures.h"
 
 #ifndef MACTUNE_CLI_BINARY
@@ -25,41 +23,15 @@ using testing::test_instance;
 using testing::test_stats;
 using testing::test_workload;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-struct Result {
-  int rc = -1;
-  std::string out, err;
-  int err_lines() const {
-    int n = 0;
-    for (char ch : err) n += ch == '\n';
-    return n;
-  }
-};
+using test_cli::read_file;
+using Result = test_cli::CliResult;
 
 // Runs `mactune args...` with stdout/stderr captured in `dir`; `unprivileged` drops to
 // nobody first when running as root (root ignores permission bits).
 Result mactune(const TempDir& dir, std::vector<std::string> args, bool unprivileged = false) {
-  const std::string out = dir.file("stdout.txt"), err = dir.file("stderr.txt");
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(120);
-    if (unprivileged && geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
-      _exit(121);
-    args.insert(args.begin(), MACTUNE_CLI_BINARY);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(MACTUNE_CLI_BINARY, argv.data());
-    _exit(122);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
+  test_cli::CliOptions o;
+  o.unprivileged = unprivileged;
+  return test_cli::run_mactune(dir, std::move(args), o);
 }
 
 // One shard of a 2 x 4-point grid (points i with i % shards == shard).

@@ -1,22 +1,16 @@
-// Helpers for tests that run the real `mactune` binary: a temporary directory, a child process
-// with captured output (optionally unprivileged, optionally killed part way), tiny specs.
+// Helpers for tests that run the real `mactune` binary: a temporary directory, tiny specs, and
+// the child-process runner of tests/cli_process.h.
 #pragma once
 
-#include <grp.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
-#include <vector>
+
+#include "tests/cli_process.h"
 
 namespace mactune::tuner::testing {
 
@@ -42,80 +36,12 @@ class TempDir {
   std::string path_;
 };
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
+using test_cli::CliOptions;
+using test_cli::CliResult;
+using test_cli::read_file;
 #ifdef MACTUNE_CLI_BINARY
-struct CliResult {
-  int rc = -1;
-  bool killed = false;
-  std::string out, err;
-  int err_lines() const {
-    int n = 0;
-    for (char c : err) n += c == '\n';
-    return n;
-  }
-};
-
-struct CliOptions {
-  bool unprivileged = false;  // drop to nobody when running as root (root ignores modes)
-  // Polled every 20 ms while the child runs; returning true sends it `signal` (once).
-  std::function<bool()> kill_when;
-  int signal = SIGKILL;
-  double timeout_s = 120;
-};
-
-inline CliResult run_mactune(const TempDir& dir, std::vector<std::string> args,
-                             const CliOptions& o = {}) {
-  static int serial = 0;
-  const std::string tag = std::to_string(getpid()) + "-" + std::to_string(++serial);
-  const std::string out = dir.file("stdout-" + tag), err = dir.file("stderr-" + tag);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (chdir(dir.path().c_str()) != 0) _exit(119);
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(120);
-    if (o.unprivileged && geteuid() == 0 &&
-        (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
-      _exit(121);
-    args.insert(args.begin(), MACTUNE_CLI_BINARY);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(MACTUNE_CLI_BINARY, argv.data());
-    _exit(122);
-  }
-  CliResult r;
-  int status = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) break;
-    const double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (elapsed > o.timeout_s) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    if (!r.killed && o.kill_when && o.kill_when()) {
-      kill(pid, o.signal);
-      r.killed = true;
-      if (o.signal == SIGKILL) {
-        waitpid(pid, &status, 0);
-        break;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
-#endif  // MACTUNE_CLI_BINARY
+using test_cli::run_mactune;
+#endif
 
 // A spec whose points take milliseconds: a small layer, short contexts, few samples.
 inline std::string tiny_spec(const std::string& name, const std::string& batches = "[1, 2]",
