@@ -7,7 +7,6 @@
 #include <cmath>
 #include <fstream>
 #include <iomanip>
-#include <random>
 #include <sstream>
 
 #include "kernels/cpu/isa.h"
@@ -15,6 +14,7 @@
 #include "kernels/device.h"
 #include "kernels/error.h"
 #include "tuner/measure.h"
+#include "tuner/step_inputs.h"
 
 namespace mactune::tuner {
 namespace {
@@ -78,27 +78,13 @@ double session_bytes(const TunePoint& p, bool mac) {
 
 class CpuCase final : public Case {
  public:
-  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed) : session_(session_options(p, mac)) {
-    const int n = p.shape.batch;
-    for (int i = 0; i < n; ++i) {
-      ids_.push_back(session_.add_request());
-      session_.prefill_synthetic(ids_.back(), p.context, seed + 0x9e3779b97f4a7c15ull * (i + 1));
-    }
-    // The step's inputs: random, never zero, the same for both sides of a point.
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(0.25f, 1.0f);
-    auto fill = [&](std::vector<float>& v, std::size_t count) {
-      v.resize(count);
-      for (float& x : v) x = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
-    };
-    const auto D = static_cast<std::size_t>(p.shape.head_dim);
-    fill(q_, static_cast<std::size_t>(n * p.shape.q_heads) * D);
-    fill(k_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
-    fill(v_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
-  }
+  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed)
+      : session_(session_options(p, mac)), in_(prepare_step(session_, p, seed)) {}
 
   std::string instance() const override { return session_.instance_name(); }
-  void run() override { stats_ = session_.step(ids_, q_, k_, v_, /*advance=*/false).stats; }
+  void run() override {
+    stats_ = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false).stats;
+  }
   // The steady clock around the step. A sample during which the kernel preempted any thread of
   // the process (an involuntary context switch: another process took the core) timed the
   // scheduler as much as the step: it is marked disturbed.
@@ -106,7 +92,7 @@ class CpuCase final : public Case {
     rusage before{}, after{};
     getrusage(RUSAGE_SELF, &before);
     timer_.start();
-    const auto& r = session_.step(ids_, q_, k_, v_, /*advance=*/false);
+    const auto& r = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false);
     const double s = timer_.stop();
     getrusage(RUSAGE_SELF, &after);
     disturbed_ = after.ru_nivcsw > before.ru_nivcsw;
@@ -118,8 +104,7 @@ class CpuCase final : public Case {
 
  private:
   cpu::Session session_;
-  std::vector<int> ids_;
-  std::vector<float> q_, k_, v_;
+  StepInputs in_;
   SteadyTimer timer_;
   StepStats stats_;
   bool disturbed_ = false;

@@ -4,13 +4,13 @@
 // when the driver's library is there (loaded at run time: no link dependency).
 // Compiled into every build; without the CUDA kernels it only explains why there is no GPU.
 #include "tuner/measure.h"
+#include "tuner/step_inputs.h"
 
 #if MACTUNE_TUNER_CUDA
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <cmath>
-#include <random>
 
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/registry.h"
@@ -138,30 +138,14 @@ class CuptiTimer final : public Timer {
 class CudaCase final : public Case {
  public:
   CudaCase(const TunePoint& p, bool mac, std::uint64_t seed, Timer* cupti)
-      : session_(options_of(p, mac)), cupti_(cupti) {
-    const int n = p.shape.batch;
-    for (int i = 0; i < n; ++i) {
-      ids_.push_back(session_.add_request());
-      session_.prefill_synthetic(ids_.back(), p.context, seed + 0x9e3779b97f4a7c15ull * (i + 1));
-    }
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> u(0.25f, 1.0f);
-    auto fill = [&](std::vector<float>& v, std::size_t count) {
-      v.resize(count);
-      for (float& x : v) x = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
-    };
-    const auto D = static_cast<std::size_t>(p.shape.head_dim);
-    fill(q_, static_cast<std::size_t>(n * p.shape.q_heads) * D);
-    fill(k_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
-    fill(v_, static_cast<std::size_t>(n * p.shape.kv_heads) * D);
-  }
+      : session_(options_of(p, mac)), cupti_(cupti), in_(prepare_step(session_, p, seed)) {}
   std::string instance() const override { return session_.instance_name(); }
-  void run() override { stats_ = session_.step(ids_, q_, k_, v_, false).stats; }
+  void run() override { stats_ = session_.step(in_.ids, in_.q, in_.k, in_.v, false).stats; }
   // Device time of the step's kernels between two events on the session's stream, or the
   // sum of its kernel durations from CUPTI.
   double sample() override {
     if (cupti_) cupti_->start();
-    stats_ = session_.step(ids_, q_, k_, v_, false).stats;
+    stats_ = session_.step(in_.ids, in_.q, in_.k, in_.v, false).stats;
     return cupti_ ? cupti_->stop() : session_.last_step_ms() * 1e-3;
   }
   StepStats stats() const override { return stats_; }
@@ -169,8 +153,7 @@ class CudaCase final : public Case {
  private:
   cuda::Session session_;
   Timer* cupti_;  // null: CUDA events
-  std::vector<int> ids_;
-  std::vector<float> q_, k_, v_;
+  StepInputs in_;
   StepStats stats_;
 };
 
