@@ -101,6 +101,21 @@ bool RecordDecoder::times(std::uint64_t start, std::uint64_t end, ActivityLog& l
   return true;
 }
 
+namespace {
+
+// The fields every device record (kernel, memcpy, memset) carries the same way.
+template <class Record>
+void fill_common(const Record& r, DeviceActivity& d) {
+  d.device = r.deviceId;
+  d.context = r.contextId;
+  d.stream = r.streamId;
+  d.correlation = r.correlationId;
+  d.graph_id = r.graphId;
+  d.graph_node_id = r.graphNodeId;
+}
+
+}  // namespace
+
 bool RecordDecoder::decode(const CUpti_Activity* record, ActivityLog& log) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -110,17 +125,12 @@ bool RecordDecoder::decode(const CUpti_Activity* record, ActivityLog& log) {
       if (!times(k->start, k->end, log, &d.start_ns, &d.end_ns)) return true;
       d.op = DeviceOp::kernel;
       d.name = kernel_name(k->name);
-      d.device = k->deviceId;
-      d.context = k->contextId;
-      d.stream = k->streamId;
-      d.correlation = k->correlationId;
+      fill_common(*k, d);
       d.grid[0] = k->gridX, d.grid[1] = k->gridY, d.grid[2] = k->gridZ;
       d.block[0] = k->blockX, d.block[1] = k->blockY, d.block[2] = k->blockZ;
       d.registers_per_thread = k->registersPerThread;
       d.static_shared_bytes = k->staticSharedMemory;
       d.dynamic_shared_bytes = k->dynamicSharedMemory;
-      d.graph_id = k->graphId;
-      d.graph_node_id = k->graphNodeId;
       log.device.push_back(std::move(d));
       return true;
     }
@@ -130,13 +140,8 @@ bool RecordDecoder::decode(const CUpti_Activity* record, ActivityLog& log) {
       if (!times(m->start, m->end, log, &d.start_ns, &d.end_ns)) return true;
       d.op = DeviceOp::memcpy;
       d.name = std::string("Memcpy ") + memcpy_kind_name(m->copyKind);
-      d.device = m->deviceId;
-      d.context = m->contextId;
-      d.stream = m->streamId;
-      d.correlation = m->correlationId;
+      fill_common(*m, d);
       d.bytes = m->bytes;
-      d.graph_id = m->graphId;
-      d.graph_node_id = m->graphNodeId;
       log.device.push_back(std::move(d));
       return true;
     }
@@ -146,13 +151,8 @@ bool RecordDecoder::decode(const CUpti_Activity* record, ActivityLog& log) {
       if (!times(m->start, m->end, log, &d.start_ns, &d.end_ns)) return true;
       d.op = DeviceOp::memset;
       d.name = "Memset";
-      d.device = m->deviceId;
-      d.context = m->contextId;
-      d.stream = m->streamId;
-      d.correlation = m->correlationId;
+      fill_common(*m, d);
       d.bytes = m->bytes;
-      d.graph_id = m->graphId;
-      d.graph_node_id = m->graphNodeId;
       log.device.push_back(std::move(d));
       return true;
     }
