@@ -27,8 +27,9 @@ PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size) : page_
   row_bytes_ = static_cast<std::size_t>(head_dim) * dtype_size(dtype);
   const std::size_t page_bytes = 2 * static_cast<std::size_t>(kv_heads) * page_size * row_bytes_;
   pages_per_arena_ = std::max<std::size_t>(1, kArenaBytes / page_bytes);
-  head_stride_ = pages_per_arena_ * static_cast<std::size_t>(page_size) * row_bytes_;
-  v_offset_ = static_cast<std::size_t>(kv_heads) * head_stride_;
+  v_offset_ = static_cast<std::size_t>(page_size) * row_bytes_;
+  head_stride_ = pages_per_arena_ * 2 * v_offset_;
+  arena_bytes_ = static_cast<std::size_t>(kv_heads) * head_stride_;
 }
 
 PagedKv::~PagedKv() = default;
@@ -37,7 +38,7 @@ void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
   const std::size_t need = static_cast<std::size_t>((tokens + page_size_ - 1) / page_size_);
   while (table.size() < need) {
     if (free_.empty()) {
-      std::size_t bytes = 2 * v_offset_;
+      std::size_t bytes = arena_bytes_;
       bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
       auto* p = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, bytes));
       if (!p)
@@ -46,7 +47,7 @@ void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
       madvise(p, bytes, MADV_HUGEPAGE);  // fewer TLB misses when streaming KV; a hint only
 #endif
       arenas_.emplace_back(p);
-      const std::size_t page_stride = static_cast<std::size_t>(page_size_) * row_bytes_;
+      const std::size_t page_stride = 2 * v_offset_;
       for (std::size_t i = pages_per_arena_; i-- > 0;) free_.push_back(p + i * page_stride);
     }
     table.push_back(free_.back());
