@@ -3,7 +3,7 @@
 # find_package(mactune), and run it on the sample table, on a table of this machine and on a
 # table of another machine (refused with one warning line, fallback).
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK=... -DMAKE_TABLE=... -DCXX=... [-DCUDA_ROOT=...]
-#         -P example_install.cmake
+#         [-DCXX_FLAGS=... -DLINKER_FLAGS=...] -P example_install.cmake
 cmake_minimum_required(VERSION 3.25)
 
 function(run)
@@ -44,7 +44,8 @@ if(CUDA_ROOT)
 endif()
 run(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/dispatch -B ${WORK}/build -G Ninja
             -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX}
-            -DCMAKE_PREFIX_PATH=${WORK}/prefix ${cuda_args} OUT ignored)
+            -DCMAKE_PREFIX_PATH=${WORK}/prefix ${cuda_args} "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
+            "-DCMAKE_EXE_LINKER_FLAGS=${LINKER_FLAGS}" OUT ignored)
 run(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build OUT ignored)
 set(example ${WORK}/build/dispatch_example)
 

@@ -271,6 +271,7 @@ const TensorInfo& Safetensors::tensor(const std::string& name) const {
 void Safetensors::read_bytes(std::uint64_t offset, std::span<std::byte> out) const {
   const std::uint64_t at = 8 + header_size_ + offset;
   MACTUNE_CHECK(at + out.size() <= file_size_, "read past the validated data section");
+  if (out.empty()) return;  // a zero-element tensor: its span may be null
   if (path_.empty()) {
     std::memcpy(out.data(), memory_.data() + at, out.size());
     return;

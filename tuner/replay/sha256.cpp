@@ -62,6 +62,7 @@ void Sha256::block(const std::uint8_t* p) {
 void Sha256::update(std::span<const std::byte> bytes) {
   const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data());
   std::size_t n = bytes.size();
+  if (n == 0) return;  // and p may be null
   total_ += n;
   if (buffered_) {
     const std::size_t take = std::min(n, 64 - buffered_);
