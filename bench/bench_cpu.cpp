@@ -20,6 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <stdexcept>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -32,6 +34,7 @@
 #include "kernels/cpu/session.h"
 #include "kernels/cpu/storage.h"
 #include "kernels/device.h"
+#include "kernels/forced.h"
 
 namespace mactune::bench {
 namespace {
@@ -212,12 +215,25 @@ void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, i
       benchmark::Counter(flops / peak1, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// "1,2,4" -> {1, 2, 4}; an item that is not a whole number is refused with the flag's name.
 template <class T>
-std::vector<T> parse_list(const char* s) {
+std::vector<T> parse_list(const char* flag, const char* s) {
   std::vector<T> out;
   std::stringstream in(s);
   std::string item;
-  while (std::getline(in, item, ',')) out.push_back(static_cast<T>(std::stod(item)));
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw std::invalid_argument(std::string(flag) + ": '" + item + "' is not a number");
+    out.push_back(static_cast<T>(x));
+  }
+  if (out.empty()) throw std::invalid_argument(std::string(flag) + ": an empty list");
   return out;
 }
 
@@ -232,11 +248,11 @@ Grid parse_grid(int& argc, char** argv) {
       return std::strncmp(a, flag, n) == 0 && a[n] == '=' ? a + n + 1 : nullptr;
     };
     if (const char* v = value("--contexts"))
-      g.contexts = parse_list<int>(v);
+      g.contexts = parse_list<int>("--contexts", v);
     else if (const char* v2 = value("--batches"))
-      g.batches = parse_list<int>(v2);
+      g.batches = parse_list<int>("--batches", v2);
     else if (const char* v3 = value("--hits"))
-      g.hits = parse_list<double>(v3);
+      g.hits = parse_list<double>("--hits", v3);
     else if (const char* v4 = value("--isa"))
       g.engine.isa = v4;
     else if (const char* v5 = value("--threads"))
@@ -245,6 +261,8 @@ Grid parse_grid(int& argc, char** argv) {
       g.engine.block_rows = std::atoi(v6);
     else if (const char* v7 = value("--chunk_tokens"))
       g.engine.chunk_tokens = std::atoi(v7);
+    else if (const char* v8 = value("--coherence"))
+      g.coherence = parse_coherence(v8);
     else
       argv[kept++] = argv[i];
   }
@@ -272,7 +290,13 @@ std::string point_name(bool mac, int batch, int context, double hit, Coherence c
 int main(int argc, char** argv) {
   using namespace mactune::bench;
   namespace cpu = mactune::cpu;
-  const Grid grid = parse_grid(argc, argv);
+  Grid grid;
+  try {
+    grid = parse_grid(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cpu: error: %s\n", e.what());
+    return 2;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   const Roofline& roof = machine_roofline();
