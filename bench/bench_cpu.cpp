@@ -21,10 +21,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <stdexcept>
 #include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
