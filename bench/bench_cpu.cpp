@@ -215,7 +215,7 @@ void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, i
       benchmark::Counter(flops / peak1, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// "1,2,4" -> {1, 2, 4}; an item that is not a whole number is refused with the flag's name.
+// "1,2,4" -> {1, 2, 4}; an item that is not a number is refused with the flag's name.
 template <class T>
 std::vector<T> parse_list(const char* flag, const char* s) {
   std::vector<T> out;
