@@ -182,12 +182,11 @@ void kernel_attend(benchmark::State& state, cpu::Isa isa, int group, int rows, i
   kv.reserve(table, rows);
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> row(D);
+  std::vector<float> k(D), v(D);
   for (int j = 0; j < rows; ++j) {
-    for (float& x : row) x = u(rng);
-    cpu::store_floats(dt, row.data(), kv.row(table, head, j), D);
-    for (float& x : row) x = u(rng);
-    cpu::store_floats(dt, row.data(), kv.row(table, head, j) + kv.v_offset(), D);
+    for (float& x : k) x = u(rng);
+    for (float& x : v) x = u(rng);
+    kv.write(table, head, j, k.data(), v.data());
   }
   std::vector<float> q(std::size_t(group) * D), o(q.size());
   std::vector<float> lse(static_cast<std::size_t>(group));

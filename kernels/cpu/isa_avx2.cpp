@@ -99,6 +99,14 @@ struct V {
     a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + L)));
   }
+  // The inverse of the bf16 split: a holds elements 0, 2, .. 14 and b 1, 3, .. 15 of a 16-element
+  // block; afterwards a holds 0..7 and b 8..15.
+  static void unpair(reg& a, reg& b) {
+    const __m256 lo = _mm256_unpacklo_ps(a, b);  // 0 1 2 3 | 8 9 10 11
+    const __m256 hi = _mm256_unpackhi_ps(a, b);  // 4 5 6 7 | 12 13 14 15
+    a = _mm256_permute2f128_ps(lo, hi, 0x20);
+    b = _mm256_permute2f128_ps(lo, hi, 0x31);
+  }
   static void load_pair(const bf16_t* p, reg& a, reg& b) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     a = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));

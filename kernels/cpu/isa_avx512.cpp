@@ -2,7 +2,8 @@
 // registers, in a target-attribute region like the AVX2 path; the session selects it only when
 // cpuid reports the features, so the binary still runs on CPUs without AVX-512.
 //
-// bf16 rows are read 32 at a time and split by lane parity, as on AVX2.
+// bf16 rows are read 32 at a time and split by lane parity, as on AVX2; a tiled K column (16
+// rows of one dimension) fills one register in memory order (load16).
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*(): false positives.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -91,6 +92,15 @@ struct V {
   static void load_pair(const f16_t* p, reg& a, reg& b) {
     a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + L)));
+  }
+  // 16 elements in memory order (a tiled K column).
+  static reg load16(const float* p) { return _mm512_loadu_ps(p); }
+  static reg load16(const f16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static reg load16(const bf16_t* p) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
   }
   static void load_pair(const bf16_t* p, reg& a, reg& b) {
     const __m512i x = _mm512_loadu_si512(p);

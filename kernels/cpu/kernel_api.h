@@ -16,12 +16,17 @@ inline constexpr int kMaxGroupSize = 16;   // heads per group (G) the kernels ta
 inline constexpr int kMaxBlockRows = 128;  // EngineConfig::block_rows upper bound
 inline constexpr int kMaxHeadDim = 256;
 
+inline constexpr int kKTileRows = 16;  // rows of a tiled K block (KvView::k_tile)
+
 // Where the KV rows of one (request, KV head) live: pages of `page_size` tokens (storage.h has
-// the layout). Row j: pages[j / page_size] + head_offset + (j % page_size) * row_bytes for K,
-// the same + v_offset for V; a page's rows of one head are contiguous.
+// the layout). The bytes of row j: pages[j / page_size] + head_offset + (j % page_size) *
+// row_bytes for K, the same + v_offset for V; a page's rows of one head are contiguous. V rows
+// are row-major. K rows are too when k_tile = 1; when k_tile = kKTileRows, each 16 rows' K
+// bytes hold those rows column-major: element (j, d) is element d * 16 + j % 16 of the tile.
 struct KvView {
   const std::byte* const* pages = nullptr;  // [pages of the request]
   int page_size = 16;
+  int k_tile = 1;               // 1 or kKTileRows
   std::size_t head_offset = 0;  // bytes: kv_head * page_size * row_bytes
   std::size_t v_offset = 0;     // bytes from a page's K block to its V block
   std::size_t row_bytes = 0;    // D * sizeof(kv)

@@ -5,24 +5,36 @@
 // function here is a distinct entity per ISA (no ODR sharing between an AVX-512 and an AVX2
 // instantiation). Not a standalone header.
 //
-// V provides: reg, L (lanes); zero, set1, load, store, add, mul, fma (a*b+c), max, hsum, hmax;
-// exp2 (x <= 0; exactly 0 below -126); reduce8(acc[8], out[8]); and for each storage type T,
-// load_pair(const T*, a, b), which reads 2L stored elements as two fp32 registers in the ISA's
-// own lane order, and pair_slot<T>(i), where element i of a 2L block lands in that order.
-// Query and accumulator vectors are kept in that order, so no kernel shuffles a KV row.
+// V provides: reg, L (lanes, 8 or 16); zero, set1, load, store, add, mul, fma (a*b+c), max,
+// hsum, hmax; exp2 (x <= 0; exactly 0 below -126); reduce8(acc[8], out[8]); for each storage
+// type T, load_pair(const T*, a, b), which reads 2L stored elements as two fp32 registers in the
+// ISA's own lane order, and pair_slot<T>(i), where element i of a 2L block lands in that order;
+// with L = 16, load16(const T*), 16 elements in memory order. Query and accumulator vectors are
+// kept in that order, so no kernel shuffles a KV row.
 //
-// attend(): rows are processed in blocks of block_rows: (1) scores of every head tile x row
-// tile of the heads active in the block (heads sorted by start, so a prefix), with each K row
-// loaded once per head tile (V::reduce8 turns 8 dot-product registers
-// into 8 scores); (2) per head, the online-softmax update in the log2 domain (q arrives
+// attend() reads K in one of the two layouts of storage.h (KvView::k_tile):
+// - tiled (k_tile = kKTileRows = 16, pages of a multiple of 16 tokens): K is column-major within
+//   each 16-row tile, so one load gives one dimension of 16 rows, and the scores of 16 rows x a
+//   tile of heads are a chain of broadcast-q FMAs with nothing to reduce across lanes (qk_cols:
+//   no horizontal sums, no score scatter). Blocks are whole tiles, aligned to 16 rows; rows
+//   outside [lo, hi) are masked, and P.V reads only the V rows inside.
+// - row-major (any other page size): scores of head tile x row tile, each K row loaded once
+//   per head tile, V::reduce8 turning 8 dot-product registers into 8 scores (qk_tile).
+// Then per block: (2) per head, the online-softmax update in the log2 domain (q arrives
 // pre-scaled by scale * log2 e); (3) P.V with each V row loaded once per head tile and the
 // accumulators rescaled on load. The state leaves as (o normalized, lse in natural log).
+//
+// Measured on the Zen 3 build VM (G 4, bf16, D 128, AVX2; 8 interleaved processes against the
+// row-major path): one thread, KV in cache, 30.6 against 34.0 ns a token (fastest process's
+// minimum over 3000 calls); two threads, KV in DRAM (32K rows x 8 heads), 49.2 against 62.6
+// ns (median over processes of each one's minimum). The one slower case: G 1 in cache.
 
 inline constexpr int kL2 = 2 * V::L;  // elements per load_pair
 
 // Fixed-count loops over registers must unroll fully, or the register arrays below (acc, ka,
 // oa, ...) live in memory and every FMA pays a store: -O2 alone does not do it.
 #define MACTUNE_UNROLL _Pragma("GCC unroll 16")
+#define MACTUNE_UNROLL4 _Pragma("GCC unroll 4")  // long loops: a few iterations per branch
 
 // Rows of one score tile per head-tile height: 8 dot-product accumulators in flight.
 template <int HT>
@@ -30,6 +42,29 @@ inline constexpr int kRowsPerTile = HT >= 8 ? 1 : 8 / HT;
 // Pair blocks of D handled per P.V pass: about 8 accumulators in flight.
 template <int HT, int D>
 inline constexpr int kPairsPerPass = (4 / HT) < 1 ? 1 : ((4 / HT) > D / kL2 ? D / kL2 : 4 / HT);
+
+// A tiled K column: kKTileRows elements of one dimension, in kColRegs registers, in the lane
+// order of load_pair (bf16 on AVX2: by parity).
+static_assert(V::L == 8 || V::L == 16);
+inline constexpr int kColRegs = kKTileRows / V::L;
+
+template <class T, class W = V>  // W: only 16-lane ISAs have load16
+inline void load_col(const T* p, typename W::reg* c) {
+  if constexpr (kColRegs == 2)
+    W::load_pair(p, c[0], c[1]);
+  else
+    c[0] = W::load16(p);
+}
+
+// Puts a column's scores (load_col's lane order) into row order.
+template <class T, class W = V>  // W: only ISAs that split bf16 by parity have unpair
+inline void col_to_row_order(typename W::reg* c) {
+  if constexpr (kColRegs == 2 && W::template pair_slot<T>(1) != 1) W::unpair(c[0], c[1]);
+}
+
+// Tiles of 16 rows per score pass: about 8 accumulators in flight.
+template <int HT>
+inline constexpr int kTilesPerPass = 8 / (HT * kColRegs) < 1 ? 1 : 8 / (HT * kColRegs);
 
 template <class T, int D>
 inline void permute_in(const float* src, float* dst) {
@@ -76,10 +111,67 @@ inline void prefetch_rows(const T* const* rows, int n, std::size_t offset) {
     __builtin_prefetch(reinterpret_cast<const std::byte*>(rows[r]) + offset, 0, 3);
 }
 
-// acc_h = alpha_h acc_h + sum_r p[h, r] v_r for HT heads over nb rows (acc rows stride D).
-// With `next`, also prefetches the next block's V rows, each line once over the passes.
+// Scores of HT heads (rows of q in memory order, stride D) against TP tiled K tiles, tile t
+// at tiles[t * kKTileRows]: s[h * lds + t * kKTileRows + row]. With `next`, also prefetches the
+// first n_next of the next block's tiles at the same indices, a line at a time over the loop.
+template <int D, class T, int HT, int TP>
+inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, const T* const* next,
+                    int n_next) {
+  constexpr int C = kColRegs;
+  constexpr int kColBytes = kKTileRows * sizeof(T);
+  // Dimensions summed per register chain before it is added to the others: a chain of all
+  // 128 FMAs rounds like a 128-term serial sum (1.06e-5 relative on the fp32 trace test,
+  // against 1e-5 for the row-major path's 16-term lanes and tree); chains of 32 keep it there.
+  // Partial sums wait in s in lane order; the last chain's sum is put into row order.
+  constexpr int kChain = D < 32 ? D : 32;
+  const T* col[TP];
+  MACTUNE_UNROLL
+  for (int t = 0; t < TP; ++t) col[t] = tiles[t * kKTileRows];
+  MACTUNE_UNROLL
+  for (int d0 = 0; d0 < D; d0 += kChain) {
+    typename V::reg acc[HT][TP * C];
+    MACTUNE_UNROLL
+    for (int h = 0; h < HT; ++h) MACTUNE_UNROLL
+    for (int i = 0; i < TP * C; ++i) acc[h][i] = V::zero();
+    MACTUNE_UNROLL4
+    for (int d = d0; d < d0 + kChain; ++d) {
+      if (next && d * kColBytes % 64 == 0)
+        for (int t = 0; t < n_next; ++t)
+          __builtin_prefetch(
+              reinterpret_cast<const std::byte*>(next[t * kKTileRows]) + d * kColBytes, 0, 3);
+      MACTUNE_UNROLL
+      for (int t = 0; t < TP; ++t) {
+        typename V::reg k[C];
+        load_col(col[t] + d * kKTileRows, k);
+        MACTUNE_UNROLL
+        for (int h = 0; h < HT; ++h) {
+          const typename V::reg qh = V::set1(q[h * D + d]);
+          MACTUNE_UNROLL
+          for (int c = 0; c < C; ++c) acc[h][t * C + c] = V::fma(qh, k[c], acc[h][t * C + c]);
+        }
+      }
+    }
+    MACTUNE_UNROLL
+    for (int h = 0; h < HT; ++h) MACTUNE_UNROLL
+    for (int t = 0; t < TP; ++t) {
+      typename V::reg* a = &acc[h][t * C];
+      float* out = s + h * lds + t * kKTileRows;
+      if (d0 > 0) {
+        MACTUNE_UNROLL
+        for (int c = 0; c < C; ++c) a[c] = V::add(V::load(out + c * V::L), a[c]);
+      }
+      if (d0 + kChain == D) col_to_row_order<T>(a);
+      MACTUNE_UNROLL
+      for (int c = 0; c < C; ++c) V::store(out + c * V::L, a[c]);
+    }
+  }
+}
+
+// acc_h = alpha_h acc_h + sum_r p[h, r] v_r for HT heads over the block rows r in [r0, r1)
+// (acc rows stride D). With `next`, also prefetches the next block's nb_next V rows, each line
+// once over the passes.
 template <int D, class T, int HT>
-inline void pv_tile(const float* p, int ldp, const T* const* v, int nb, const float* alpha,
+inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, const float* alpha,
                     float* acc, const T* const* next, int nb_next) {
   constexpr int P = kPairsPerPass<HT, D>;
   for (int d = 0; d < D; d += P * kL2) {
@@ -96,7 +188,7 @@ inline void pv_tile(const float* p, int ldp, const T* const* v, int nb, const fl
     if (next)  // the lines that start within this pass's bytes of a row
       for (std::size_t c = (d * sizeof(T) + 63) / 64 * 64; c < (d + P * kL2) * sizeof(T); c += 64)
         prefetch_rows(next, nb_next, c);
-    for (int r = 0; r < nb; ++r) {
+    for (int r = r0; r < r1; ++r) {
       typename V::reg va[P], vb[P];
       MACTUNE_UNROLL
       for (int c = 0; c < P; ++c) V::load_pair(v[r] + d + c * kL2, va[c], vb[c]);
@@ -129,11 +221,15 @@ inline void for_head_tiles(int nh, F&& f) {
   if (nh - h0 == 1) f(h0, std::integral_constant<int, 1>{});
 }
 
-template <int D, class T>
-void attend(const AttendArgs& a) {
+template <int D, class T, bool Tiled>
+void attend_layout(const AttendArgs& a) {
   static_assert(D % kL2 == 0 && D <= kMaxHeadDim);
   constexpr int kLd = kMaxBlockRows + 16;  // score row stride: room for row and lane padding
-  const int nh = a.nh, B = a.block_rows;
+  const int nh = a.nh;
+  // Rows per block; tiled blocks are whole tiles aligned to 16 rows, the first one from the
+  // tile that holds lo.
+  const int B = Tiled ? (a.block_rows + kKTileRows - 1) / kKTileRows * kKTileRows : a.block_rows;
+  const int first_row = Tiled ? a.lo / kKTileRows * kKTileRows : a.lo;
   alignas(64) float q[kMaxGroupSize * D];
   alignas(64) float acc[kMaxGroupSize * D];
   alignas(64) float s[kMaxGroupSize * kLd];
@@ -141,15 +237,19 @@ void attend(const AttendArgs& a) {
   const T* krows[2][kMaxBlockRows + 8];  // this block's rows and the next block's
   const T* vrows[2][kMaxBlockRows + 8];
   // Heads are processed in the order of their start: the heads active in a block are then a
-  // prefix, and head tiles cover only those (a mixed group costs what its heads read).
+  // prefix, and head tiles cover only those (a mixed group costs what its heads read). A head
+  // starts at lo at the earliest: a tiled block may begin below it.
   int order[kMaxGroupSize], start[kMaxGroupSize];
   for (int h = 0; h < nh; ++h) order[h] = h;
   for (int i = 1; i < nh; ++i)  // insertion sort: stable, no allocation, nh <= 16
     for (int j = i; j > 0 && a.start[order[j - 1]] > a.start[order[j]]; --j)
       std::swap(order[j - 1], order[j]);
   for (int i = 0; i < nh; ++i) {
-    start[i] = a.start[order[i]];
-    permute_in<T, D>(a.q + order[i] * D, q + i * D);
+    start[i] = std::max(a.start[order[i]], a.lo);
+    if constexpr (Tiled)  // broadcast one dimension at a time: memory order
+      for (int d = 0; d < D; ++d) q[i * D + d] = a.q[order[i] * D + d];
+    else
+      permute_in<T, D>(a.q + order[i] * D, q + i * D);
     for (int d = 0; d < D; ++d) acc[i * D + d] = 0.0f;
     mx[i] = -std::numeric_limits<float>::infinity();
     sum[i] = 0.0f;
@@ -159,9 +259,10 @@ void attend(const AttendArgs& a) {
   // score loop, the V rows inside the P.V passes. Measured on the Zen 3 build VM (2 threads,
   // DRAM-bound attend, G 4): 20% faster than no software prefetch, where prefetching a whole
   // block at once, 16..128 rows ahead, was 20-40% slower than none (a burst of prefetches
-  // fills the miss buffers and stalls the loads the arithmetic waits on).
+  // fills the miss buffers and stalls the loads the arithmetic waits on). In a tiled block,
+  // krows[r] for r a multiple of 16 is the tile of rows r..r+15 (the K block of those rows).
   const KvView& kv = a.kv;
-  int page = a.lo / kv.page_size, off = a.lo % kv.page_size;
+  int page = first_row / kv.page_size, off = first_row % kv.page_size;
   auto take_rows = [&](int n, const T** k, const T** v) {
     for (int r = 0; r < n; ++r) {
       const std::byte* base = kv.pages[page] + kv.head_offset + off * kv.row_bytes;
@@ -170,36 +271,59 @@ void attend(const AttendArgs& a) {
       if (++off == kv.page_size) off = 0, ++page;
     }
   };
-  int nb = std::min(B, a.hi - a.lo), buf = 0;
+  // Rows a block starting at j0 takes from the page table: up to hi, whole tiles when tiled.
+  auto block_len = [&](int j0) {
+    const int n = std::min(B, a.hi - j0);
+    return Tiled ? (n + kKTileRows - 1) / kKTileRows * kKTileRows : n;
+  };
+  int nb = block_len(first_row), buf = 0;
   take_rows(nb, krows[0], vrows[0]);
-  for (int j0 = a.lo; j0 < a.hi; j0 += B, buf ^= 1) {
-    const int nb_next = std::min(B, a.hi - (j0 + B));
+  for (int j0 = first_row; j0 < a.hi; j0 += B, buf ^= 1) {
+    const int nb_next = j0 + B < a.hi ? block_len(j0 + B) : 0;
     if (nb_next > 0) take_rows(nb_next, krows[buf ^ 1], vrows[buf ^ 1]);
     const T** krow = krows[buf];
     const T* const* vrow = vrows[buf];
-    for (int r = nb; r < nb + 8; ++r) krow[r] = krow[nb - 1];  // row-tile padding
+    // Block rows [r_lo, r_hi) are in [lo, hi); the rest of a tiled block is masked.
+    const int r_lo = std::max(a.lo - j0, 0), r_hi = std::min(a.hi - j0, nb);
     const int nb_lanes = (nb + V::L - 1) / V::L * V::L;
     int na = 0;  // heads with a row in this block
-    while (na < nh && start[na] < j0 + nb) ++na;
-    // Scores of the active heads, a tile of heads at a time.
-    for_head_tiles(na, [&](int h0, auto ht) {
-      constexpr int HT = decltype(ht)::value, R = kRowsPerTile<HT>;
-      alignas(64) float t[8];
-      for (int r0 = 0; r0 < nb; r0 += R) {
-        if (h0 == 0)  // the next block's K rows, spread over this block's first head tile
-          for (std::size_t c = 0; c < D * sizeof(T); c += 64)
-            prefetch_rows(krows[buf ^ 1] + r0, std::min(R, nb_next - r0), c);
-        qk_tile<D, T, HT, R>(q + h0 * D, krow + r0, t);
-        for (int h = 0; h < HT; ++h)
-          for (int r = 0; r < R; ++r) s[(h0 + h) * kLd + r0 + r] = t[h * R + r];
-      }
-    });
+    while (na < nh && start[na] < j0 + r_hi) ++na;
+    if constexpr (Tiled) {
+      const int nt = nb / kKTileRows, nt_next = nb_next / kKTileRows;
+      for_head_tiles(na, [&](int h0, auto ht) {
+        constexpr int HT = decltype(ht)::value, TP = kTilesPerPass<HT>;
+        float* sh = s + h0 * kLd;
+        const T* const* next = h0 == 0 && nt_next > 0 ? krows[buf ^ 1] : nullptr;
+        int t = 0;
+        for (; t + TP <= nt; t += TP)
+          qk_cols<D, T, HT, TP>(q + h0 * D, krow + t * kKTileRows, sh + t * kKTileRows, kLd,
+                                next ? next + t * kKTileRows : nullptr,
+                                std::clamp(nt_next - t, 0, TP));
+        for (; t < nt; ++t)
+          qk_cols<D, T, HT, 1>(q + h0 * D, krow + t * kKTileRows, sh + t * kKTileRows, kLd,
+                               next ? next + t * kKTileRows : nullptr, nt_next > t ? 1 : 0);
+      });
+    } else {
+      for (int r = nb; r < nb + 8; ++r) krow[r] = krow[nb - 1];  // row-tile padding
+      for_head_tiles(na, [&](int h0, auto ht) {
+        constexpr int HT = decltype(ht)::value, R = kRowsPerTile<HT>;
+        alignas(64) float t[8];
+        for (int r0 = 0; r0 < nb; r0 += R) {
+          if (h0 == 0)  // the next block's K rows, spread over this block's first head tile
+            for (std::size_t c = 0; c < D * sizeof(T); c += 64)
+              prefetch_rows(krows[buf ^ 1] + r0, std::min(R, nb_next - r0), c);
+          qk_tile<D, T, HT, R>(q + h0 * D, krow + r0, t);
+          for (int h = 0; h < HT; ++h)
+            for (int r = 0; r < R; ++r) s[(h0 + h) * kLd + r0 + r] = t[h * R + r];
+        }
+      });
+    }
     // Online softmax per head: mask, block max, rescale factor, probabilities.
     for (int h = 0; h < na; ++h) {
       float* sh = s + h * kLd;
-      const int first = std::max(start[h] - j0, 0);  // < nb: the head is active
+      const int first = std::max(start[h] - j0, 0);  // < r_hi: the head is active
       for (int r = 0; r < first; ++r) sh[r] = -std::numeric_limits<float>::infinity();
-      for (int r = nb; r < nb_lanes; ++r) sh[r] = -std::numeric_limits<float>::infinity();
+      for (int r = r_hi; r < nb_lanes; ++r) sh[r] = -std::numeric_limits<float>::infinity();
       typename V::reg vmax = V::set1(-std::numeric_limits<float>::infinity());
       for (int r = 0; r < nb_lanes; r += V::L) vmax = V::max(vmax, V::load(sh + r));
       const float new_max = std::max(mx[h], V::hmax(vmax));
@@ -216,7 +340,7 @@ void attend(const AttendArgs& a) {
     }
     for_head_tiles(na, [&](int h0, auto ht) {
       constexpr int HT = decltype(ht)::value;
-      pv_tile<D, T, HT>(s + h0 * kLd, kLd, vrow, nb, alpha + h0, acc + h0 * D,
+      pv_tile<D, T, HT>(s + h0 * kLd, kLd, vrow, r_lo, r_hi, alpha + h0, acc + h0 * D,
                         h0 == 0 ? vrows[buf ^ 1] : nullptr, nb_next);
     });
     nb = nb_next;
@@ -231,6 +355,14 @@ void attend(const AttendArgs& a) {
     permute_out<T, D>(acc + i * D, o, 1.0f / sum[i]);
     a.lse[order[i]] = (mx[i] + std::log2(sum[i])) * 0.693147180559945309f;
   }
+}
+
+template <int D, class T>
+void attend(const AttendArgs& a) {
+  if (a.kv.k_tile == kKTileRows)
+    attend_layout<D, T, true>(a);
+  else
+    attend_layout<D, T, false>(a);
 }
 
 // Squared distances of q to every ring slot (see DistArgs).

@@ -202,17 +202,15 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   // Tasks of whole pages (at most 4096 tasks); each page's values depend only on (seed, page).
   const int per_task = std::max(1, (pages + 4095) / 4096);
   s.pool->run((pages + per_task - 1) / per_task, [&](int task, int) {
-    std::vector<float> row(static_cast<std::size_t>(s.D));
+    std::vector<float> k(static_cast<std::size_t>(s.D)), v(k.size());
     for (int page = task * per_task; page < std::min(pages, (task + 1) * per_task); ++page) {
       Noise rng{detail::splitmix64(seed ^ (0x9e37ull * static_cast<std::uint64_t>(page + 1)))};
       const int rows = std::min(P, len - page * P);
       for (int g = 0; g < s.Hkv; ++g)
         for (int j = page * P; j < page * P + rows; ++j) {
-          std::byte* k = s.kv.row(r.pages, g, j);
-          for (float& x : row) x = rng.next();
-          store_floats(kv_dtype, row.data(), k, s.D);
-          for (float& x : row) x = rng.next();
-          store_floats(kv_dtype, row.data(), k + s.kv.v_offset(), s.D);
+          for (float& x : k) x = rng.next();
+          for (float& x : v) x = rng.next();
+          s.kv.write(r.pages, g, j, k.data(), v.data());
         }
     }
   });
@@ -300,9 +298,7 @@ void Session::read_kv(int id, int kv_head, int pos, std::span<float> k, std::spa
                   kv_head, ", pos ", pos, ") is out of range (length ", r.len, ")");
   MACTUNE_REQUIRE(k.size() == std::size_t(s.D) && v.size() == std::size_t(s.D),
                   "read_kv needs buffers of head_dim floats");
-  const std::byte* row = s.kv.row(r.pages, kv_head, pos);
-  load_floats(s.shape.kv_dtype, row, k.data(), s.D);
-  load_floats(s.shape.kv_dtype, row + s.kv.v_offset(), v.data(), s.D);
+  s.kv.read(r.pages, kv_head, pos, k.data(), v.data());
 }
 
 std::vector<InstanceInfo> instances() {

@@ -110,9 +110,7 @@ void Session::Impl::rope_and_append(std::span<const int> requests, std::span<con
     kv.reserve(r.pages, m + 1);
     for (int g = 0; g < Hkv; ++g) {
       const std::size_t at = (sz(b) * sz(Hkv) + sz(g)) * sz(D);
-      std::byte* row = kv.row(r.pages, g, m);
-      store_floats(shape.kv_dtype, &k_rot[at], row, D);
-      store_floats(shape.kv_dtype, &v[at], row + kv.v_offset(), D);
+      kv.write(r.pages, g, m, &k_rot[at], &v[at]);
     }
   }
 }

@@ -23,7 +23,11 @@ void PagedKv::ArenaFree::operator()(std::byte* p) const {
   std::free(p);
 }
 
-PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size) : page_size_(page_size) {
+PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size)
+    : page_size_(page_size),
+      k_tile_(page_size % kKTileRows == 0 ? kKTileRows : 1),
+      head_dim_(head_dim),
+      dtype_(dtype) {
   row_bytes_ = static_cast<std::size_t>(head_dim) * dtype_size(dtype);
   const std::size_t page_bytes = 2 * static_cast<std::size_t>(kv_heads) * page_size * row_bytes_;
   pages_per_arena_ = std::max<std::size_t>(1, kArenaBytes / page_bytes);
@@ -46,6 +50,9 @@ void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
       madvise(p, bytes, MADV_HUGEPAGE);  // fewer TLB misses when streaming KV; a hint only
 #endif
+      // Zeroed: a tiled block's rows past a request's length are read (and masked) by the
+      // score loop, so they hold finite values, never heap garbage.
+      std::memset(p, 0, bytes);
       arenas_.emplace_back(p);
       const std::size_t page_stride = 2 * v_offset_;
       for (std::size_t i = pages_per_arena_; i-- > 0;) free_.push_back(p + i * page_stride);
@@ -64,10 +71,39 @@ KvView PagedKv::view(const std::vector<std::byte*>& table, int kv_head) const {
   KvView v;
   v.pages = table.data();
   v.page_size = page_size_;
+  v.k_tile = k_tile_;
   v.head_offset = static_cast<std::size_t>(kv_head) * head_stride_;
   v.v_offset = v_offset_;
   v.row_bytes = row_bytes_;
   return v;
+}
+
+void PagedKv::write(const std::vector<std::byte*>& table, int kv_head, int j, const float* k,
+                    const float* v) const {
+  store_floats(dtype_, v, v_row(table, kv_head, j), head_dim_);
+  std::byte* kb = k_block(table, kv_head, j);
+  if (k_tile_ == 1) {
+    store_floats(dtype_, k, kb, head_dim_);
+    return;
+  }
+  const std::size_t e = dtype_size(dtype_);
+  std::byte row[kMaxHeadDim * sizeof(float)];
+  store_floats(dtype_, k, row, head_dim_);
+  kb += static_cast<std::size_t>(j % k_tile_) * e;
+  for (int d = 0; d < head_dim_; ++d)
+    std::memcpy(kb + static_cast<std::size_t>(d) * k_tile_ * e, row + d * e, e);
+}
+
+void PagedKv::read(const std::vector<std::byte*>& table, int kv_head, int j, float* k,
+                   float* v) const {
+  load_floats(dtype_, v_row(table, kv_head, j), v, head_dim_);
+  const std::byte* kb = k_block(table, kv_head, j);
+  if (k_tile_ == 1) {
+    load_floats(dtype_, kb, k, head_dim_);
+    return;
+  }
+  for (int d = 0; d < head_dim_; ++d)
+    k[d] = load_as_float(dtype_, kb, static_cast<std::size_t>(d) * k_tile_ + j % k_tile_);
 }
 
 void Ring::allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype) {

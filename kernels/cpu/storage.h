@@ -18,8 +18,11 @@ namespace mactune::cpu {
 // end to end, a page's K rows followed by its V rows: one long stream per head for the
 // prefetchers and the TLB. (Measured on the Zen 3 build VM, full attention at 32K-128K ran
 // 10-20% faster this way than with separate K and V streams, [K: heads, N, ...][V: ...].)
-// Arenas are 2 MiB-aligned with transparent huge pages requested; pages go back to a free
-// list when a request is released.
+// When page_size is a multiple of kKTileRows (16), a page's K block is a run of 16-row tiles,
+// each column-major ([D, 16]): one vector load reads one dimension of 16 keys, which lets the
+// score loop run without horizontal sums (kernel_body.inl). Other page sizes keep K row-major.
+// Arenas are 2 MiB-aligned, zeroed, with transparent huge pages requested; pages go back to a
+// free list when a request is released.
 class PagedKv {
  public:
   PagedKv(int kv_heads, int head_dim, DType dtype, int page_size);
@@ -35,21 +38,35 @@ class PagedKv {
   // A table entry points at the page's K rows of head 0. The view of one KV head of a
   // request (the table must outlive the view's use).
   KvView view(const std::vector<std::byte*>& table, int kv_head) const;
-  // Row j of KV head g: K at the returned pointer, V at + v_offset().
-  std::byte* row(const std::vector<std::byte*>& table, int kv_head, int j) const {
-    return table[static_cast<std::size_t>(j / page_size_)] +
-           static_cast<std::size_t>(kv_head) * head_stride_ +
-           static_cast<std::size_t>(j % page_size_) * row_bytes_;
-  }
-  std::size_t v_offset() const { return v_offset_; }
-  std::size_t row_bytes() const { return row_bytes_; }
+  // Stores / reads the key and value of position j of KV head g (head_dim floats each, stored
+  // in the KV dtype with round to nearest even); the table must cover j.
+  void write(const std::vector<std::byte*>& table, int kv_head, int j, const float* k,
+             const float* v) const;
+  void read(const std::vector<std::byte*>& table, int kv_head, int j, float* k, float* v) const;
   int page_size() const { return page_size_; }
+  int k_tile() const { return k_tile_; }
 
  private:
   struct ArenaFree {
     void operator()(std::byte* p) const;
   };
+  // The K and V bytes of row j of KV head g: the row itself, or for a tiled K its tile.
+  std::byte* k_block(const std::vector<std::byte*>& table, int kv_head, int j) const {
+    const int in_page = j % page_size_;
+    return table[static_cast<std::size_t>(j / page_size_)] +
+           static_cast<std::size_t>(kv_head) * head_stride_ +
+           static_cast<std::size_t>(in_page - in_page % k_tile_) * row_bytes_;
+  }
+  std::byte* v_row(const std::vector<std::byte*>& table, int kv_head, int j) const {
+    return table[static_cast<std::size_t>(j / page_size_)] +
+           static_cast<std::size_t>(kv_head) * head_stride_ + v_offset_ +
+           static_cast<std::size_t>(j % page_size_) * row_bytes_;
+  }
+
   int page_size_;
+  int k_tile_;  // 1: K row-major; kKTileRows: K in column-major tiles
+  int head_dim_;
+  DType dtype_;
   std::size_t row_bytes_;        // D * sizeof(kv)
   std::size_t pages_per_arena_;  // N
   std::size_t head_stride_;      // N * 2 * page_size * row_bytes: from one head's pages to the next

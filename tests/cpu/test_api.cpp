@@ -1,5 +1,6 @@
 // cpu::Session as an API: refused shapes and inputs (messages name the value), request slots,
-// advance = false, synthetic prefill, read-back, instance names, phase hooks.
+// advance = false, synthetic prefill, read-back, instance names, phase hooks; the byte layout
+// of KV pages, which the kernels read directly.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -8,6 +9,7 @@
 #include <thread>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/storage.h"
 #include "tests/cpu/harness.h"
 
 namespace mactune::cpu::test {
@@ -38,6 +40,49 @@ void expect_input_error(F&& f, const std::string& needle) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
         << "message: " << e.what() << "\nexpected to contain: " << needle;
   }
+}
+
+// Every element lands where kernel_api.h's KvView says: V row-major; K row-major, or with
+// pages of a multiple of 16 tokens column-major in 16-row tiles; read() gives back what write()
+// stored, rounded to the dtype.
+TEST(CpuPagedKv, ElementsSitWhereTheViewSays) {
+  for (const DType dt : {DType::f32, DType::f16, DType::bf16})
+    for (const int page : {1, 8, 16, 48, 64}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + ", page " + std::to_string(page));
+      const int heads = 3, D = 64, len = 150;
+      PagedKv kv(heads, D, dt, page);
+      EXPECT_EQ(kv.k_tile(), page % kKTileRows == 0 ? kKTileRows : 1);
+      std::vector<std::byte*> table;
+      kv.reserve(table, len);
+      auto value = [](int h, int j, int d, int kv_index) {  // distinct, exactly representable
+        return static_cast<float>((h * 7 + j * 3 + d * 5 + kv_index) % 97 - 48) * 0.25f;
+      };
+      std::vector<float> k(D), v(D);
+      for (int h = 0; h < heads; ++h)
+        for (int j = 0; j < len; ++j) {
+          for (int d = 0; d < D; ++d) k[d] = value(h, j, d, 0), v[d] = value(h, j, d, 1);
+          kv.write(table, h, j, k.data(), v.data());
+        }
+      for (int h = 0; h < heads; ++h) {
+        const KvView view = kv.view(table, h);
+        for (int j = 0; j < len; ++j) {
+          const std::byte* row =
+              view.pages[j / page] + view.head_offset + (j % page) * view.row_bytes;
+          const std::byte* tile = view.pages[j / page] + view.head_offset +
+                                  (j % page) / view.k_tile * view.k_tile * view.row_bytes;
+          kv.read(table, h, j, k.data(), v.data());
+          for (int d = 0; d < D; ++d) {
+            const std::size_t k_at =
+                view.k_tile == 1 ? d : static_cast<std::size_t>(d) * view.k_tile + j % view.k_tile;
+            ASSERT_EQ(load_as_float(dt, tile, k_at), value(h, j, d, 0)) << "K " << h << " " << j;
+            ASSERT_EQ(load_as_float(dt, row + view.v_offset, d), value(h, j, d, 1));
+            ASSERT_EQ(k[d], value(h, j, d, 0));
+            ASSERT_EQ(v[d], value(h, j, d, 1));
+          }
+        }
+      }
+      kv.release(table);
+    }
 }
 
 TEST(CpuSessionApi, RefusesBadShapesNamingTheValue) {
