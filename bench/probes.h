@@ -24,8 +24,14 @@ struct Roofline {
   }
 };
 
-// Median over `passes` of one full read of a buffer of `bytes` split over the pool.
-double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes);
+// Median over `passes` of one full read of a buffer of `bytes` split over the pool, with the
+// load width of `isa`'s kernels (32 bytes on AVX2 and AVX-512, 8 on the generic path).
+double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes, cpu::Isa isa);
+// The same over one buffer of max(8 x LLC, 256 MiB) allocated and touched once per process, on
+// all logical CPUs with the best ISA: a few passes of ~10 ms, cheap enough to take around each
+// benchmark point, so that its roofline uses the bandwidth the machine had at that time (on a
+// shared VM it moves by 30% from one minute to the next).
+double read_bandwidth_now(int passes);
 // Median over `passes` of FMA throughput with the widest ISA this CPU runs.
 double peak_fma(cpu::ThreadPool& pool, cpu::Isa isa, int passes);
 
