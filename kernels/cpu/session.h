@@ -32,8 +32,10 @@ namespace mactune::cpu {
 
 // Launch parameters the tuner sweeps (not part of instance names).
 struct EngineConfig {
-  int chunk_tokens = 256;    // minimum tokens per work item (the planner's min chunk)
-  int block_rows = 16;       // KV rows per inner block (online-softmax granularity), 1..128
+  int chunk_tokens = 256;  // minimum tokens per work item (the planner's min chunk)
+  // KV rows per inner block (online-softmax granularity), 1..128; with pages of a multiple of
+  // 16 tokens (K in 16-row tiles, storage.h) rounded up to whole tiles.
+  int block_rows = 16;
   int threads = 0;           // worker threads; 0 = all logical CPUs
   std::string isa = "auto";  // auto | avx512 | avx2 | generic
 };
