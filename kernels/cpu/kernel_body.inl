@@ -112,8 +112,8 @@ inline void prefetch_rows(const T* const* rows, int n, std::size_t offset) {
 }
 
 // Scores of HT heads (rows of q in memory order, stride D) against TP tiled K tiles, tile t
-// at tiles[t * kKTileRows]: s[h * lds + t * kKTileRows + row]. With `next`, also prefetches the
-// first n_next of the next block's tiles at the same indices, a line at a time over the loop.
+// at tiles[t * kKTileRows]: s[h * lds + t * kKTileRows + row]. Also prefetches the first n_next
+// (0..TP) of the next block's tiles, at the same indices of `next`, a line at a time.
 template <int D, class T, int HT, int TP>
 inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, const T* const* next,
                     int n_next) {
@@ -135,7 +135,7 @@ inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, co
     for (int i = 0; i < TP * C; ++i) acc[h][i] = V::zero();
     MACTUNE_UNROLL4
     for (int d = d0; d < d0 + kChain; ++d) {
-      if (next && d * kColBytes % 64 == 0)
+      if (d * kColBytes % 64 == 0)
         for (int t = 0; t < n_next; ++t)
           __builtin_prefetch(
               reinterpret_cast<const std::byte*>(next[t * kKTileRows]) + d * kColBytes, 0, 3);
@@ -293,15 +293,16 @@ void attend_layout(const AttendArgs& a) {
       for_head_tiles(na, [&](int h0, auto ht) {
         constexpr int HT = decltype(ht)::value, TP = kTilesPerPass<HT>;
         float* sh = s + h0 * kLd;
-        const T* const* next = h0 == 0 && nt_next > 0 ? krows[buf ^ 1] : nullptr;
+        // The next block's tiles are prefetched over the first head tile only.
+        const T* const* next = krows[buf ^ 1];
+        const int n_next = h0 == 0 ? nt_next : 0;
         int t = 0;
         for (; t + TP <= nt; t += TP)
           qk_cols<D, T, HT, TP>(q + h0 * D, krow + t * kKTileRows, sh + t * kKTileRows, kLd,
-                                next ? next + t * kKTileRows : nullptr,
-                                std::clamp(nt_next - t, 0, TP));
+                                next + t * kKTileRows, std::clamp(n_next - t, 0, TP));
         for (; t < nt; ++t)
           qk_cols<D, T, HT, 1>(q + h0 * D, krow + t * kKTileRows, sh + t * kKTileRows, kLd,
-                               next ? next + t * kKTileRows : nullptr, nt_next > t ? 1 : 0);
+                               next + t * kKTileRows, std::clamp(n_next - t, 0, 1));
       });
     } else {
       for (int r = nb; r < nb + 8; ++r) krow[r] = krow[nb - 1];  // row-tile padding
