@@ -27,7 +27,10 @@
 // Measured on the Zen 3 build VM (G 4, bf16, D 128, AVX2; 8 interleaved processes against the
 // row-major path): one thread, KV in cache, 30.6 against 34.0 ns a token (fastest process's
 // minimum over 3000 calls); two threads, KV in DRAM (32K rows x 8 heads), 49.2 against 62.6
-// ns (median over processes of each one's minimum). The one slower case: G 1 in cache.
+// ns (median over processes of each one's minimum). With S interleaved chains for head tiles
+// of 1 and 2 (qk_cols) and the rescale factors a register at a time: G 1 15.1 ns a token in
+// cache against 16.9 before and 17.0 for the row-major path; G 2 18.6 against 20.3; G 4 30.3
+// against 30.8 (7 interleaved processes each, 2026-11-30).
 
 inline constexpr int kL2 = 2 * V::L;  // elements per load_pair
 
@@ -46,6 +49,7 @@ inline constexpr int kPairsPerPass = (4 / HT) < 1 ? 1 : ((4 / HT) > D / kL2 ? D 
 // A tiled K column: kKTileRows elements of one dimension, in kColRegs registers, in the lane
 // order of load_pair (bf16 on AVX2: by parity).
 static_assert(V::L == 8 || V::L == 16);
+static_assert(kMaxGroupSize % V::L == 0);  // the softmax reads heads a register at a time
 inline constexpr int kColRegs = kKTileRows / V::L;
 
 template <class T, class W = V>  // W: only 16-lane ISAs have load16
@@ -124,37 +128,50 @@ inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, co
   // against 1e-5 for the row-major path's 16-term lanes and tree); chains of 32 keep it there.
   // Partial sums wait in s in lane order; the last chain's sum is put into row order.
   constexpr int kChain = D < 32 ? D : 32;
+  // Fewer than 8 accumulators (a head tile of 1 or 2 over one tile) would wait on FMA latency:
+  // S interleaved dimension chains make up the count, and are added together at the end.
+  constexpr int S = std::max(1, std::min(8 / (HT * TP * C), 4));
+  static_assert(kChain % S == 0);
   const T* col[TP];
   MACTUNE_UNROLL
   for (int t = 0; t < TP; ++t) col[t] = tiles[t * kKTileRows];
   MACTUNE_UNROLL
   for (int d0 = 0; d0 < D; d0 += kChain) {
-    typename V::reg acc[HT][TP * C];
+    typename V::reg acc[S][HT][TP * C];
     MACTUNE_UNROLL
+    for (int u = 0; u < S; ++u) MACTUNE_UNROLL
     for (int h = 0; h < HT; ++h) MACTUNE_UNROLL
-    for (int i = 0; i < TP * C; ++i) acc[h][i] = V::zero();
+    for (int i = 0; i < TP * C; ++i) acc[u][h][i] = V::zero();
     MACTUNE_UNROLL4
-    for (int d = d0; d < d0 + kChain; ++d) {
-      if (d * kColBytes % 64 == 0)
-        for (int t = 0; t < n_next; ++t)
-          __builtin_prefetch(
-              reinterpret_cast<const std::byte*>(next[t * kKTileRows]) + d * kColBytes, 0, 3);
+    for (int d1 = d0; d1 < d0 + kChain; d1 += S) {
       MACTUNE_UNROLL
-      for (int t = 0; t < TP; ++t) {
-        typename V::reg k[C];
-        load_col(col[t] + d * kKTileRows, k);
+      for (int u = 0; u < S; ++u) {
+        const int d = d1 + u;
+        if (d * kColBytes % 64 == 0)
+          for (int t = 0; t < n_next; ++t)
+            __builtin_prefetch(
+                reinterpret_cast<const std::byte*>(next[t * kKTileRows]) + d * kColBytes, 0, 3);
         MACTUNE_UNROLL
-        for (int h = 0; h < HT; ++h) {
-          const typename V::reg qh = V::set1(q[h * D + d]);
+        for (int t = 0; t < TP; ++t) {
+          typename V::reg k[C];
+          load_col(col[t] + d * kKTileRows, k);
           MACTUNE_UNROLL
-          for (int c = 0; c < C; ++c) acc[h][t * C + c] = V::fma(qh, k[c], acc[h][t * C + c]);
+          for (int h = 0; h < HT; ++h) {
+            const typename V::reg qh = V::set1(q[h * D + d]);
+            MACTUNE_UNROLL
+            for (int c = 0; c < C; ++c)
+              acc[u][h][t * C + c] = V::fma(qh, k[c], acc[u][h][t * C + c]);
+          }
         }
       }
     }
     MACTUNE_UNROLL
     for (int h = 0; h < HT; ++h) MACTUNE_UNROLL
     for (int t = 0; t < TP; ++t) {
-      typename V::reg* a = &acc[h][t * C];
+      typename V::reg* a = &acc[0][h][t * C];
+      MACTUNE_UNROLL
+      for (int u = 1; u < S; ++u) MACTUNE_UNROLL
+      for (int c = 0; c < C; ++c) a[c] = V::add(a[c], acc[u][h][t * C + c]);
       float* out = s + h * lds + t * kKTileRows;
       if (d0 > 0) {
         MACTUNE_UNROLL
@@ -233,7 +250,12 @@ void attend_layout(const AttendArgs& a) {
   alignas(64) float q[kMaxGroupSize * D];
   alignas(64) float acc[kMaxGroupSize * D];
   alignas(64) float s[kMaxGroupSize * kLd];
-  float mx[kMaxGroupSize], sum[kMaxGroupSize], alpha[kMaxGroupSize];
+  // Running max, sum and rescale factor per head; mx and bmax are read a register of heads at a
+  // time, so every lane is set.
+  alignas(64) float mx[kMaxGroupSize], bmax[kMaxGroupSize], sum[kMaxGroupSize],
+      alpha[kMaxGroupSize];
+  std::fill_n(mx, kMaxGroupSize, -std::numeric_limits<float>::infinity());
+  std::fill_n(bmax, kMaxGroupSize, -std::numeric_limits<float>::infinity());
   const T* krows[2][kMaxBlockRows + 8];  // this block's rows and the next block's
   const T* vrows[2][kMaxBlockRows + 8];
   // Heads are processed in the order of their start: the heads active in a block are then a
@@ -251,7 +273,6 @@ void attend_layout(const AttendArgs& a) {
     else
       permute_in<T, D>(a.q + order[i] * D, q + i * D);
     for (int d = 0; d < D; ++d) acc[i * D + d] = 0.0f;
-    mx[i] = -std::numeric_limits<float>::infinity();
     sum[i] = 0.0f;
   }
   // Row pointers come from the page table one block ahead, and the next block's rows are
@@ -319,18 +340,31 @@ void attend_layout(const AttendArgs& a) {
         }
       });
     }
-    // Online softmax per head: mask, block max, rescale factor, probabilities.
+    // Online softmax: per head, mask and block max; the running max and rescale factor of all
+    // active heads a register at a time (no scalar exp2 call, which would spill every live
+    // vector register); per head, the probabilities and their sum.
     for (int h = 0; h < na; ++h) {
       float* sh = s + h * kLd;
       const int first = std::max(start[h] - j0, 0);  // < r_hi: the head is active
       for (int r = 0; r < first; ++r) sh[r] = -std::numeric_limits<float>::infinity();
       for (int r = r_hi; r < nb_lanes; ++r) sh[r] = -std::numeric_limits<float>::infinity();
-      typename V::reg vmax = V::set1(-std::numeric_limits<float>::infinity());
-      for (int r = 0; r < nb_lanes; r += V::L) vmax = V::max(vmax, V::load(sh + r));
-      const float new_max = std::max(mx[h], V::hmax(vmax));
-      alpha[h] = std::exp2(mx[h] - new_max);  // 0 when mx was -inf
-      mx[h] = new_max;
-      const typename V::reg m = V::set1(new_max);
+      typename V::reg vmax = V::load(sh);
+      for (int r = V::L; r < nb_lanes; r += V::L) vmax = V::max(vmax, V::load(sh + r));
+      bmax[h] = V::hmax(vmax);
+    }
+    for (int h0 = 0; h0 < na; h0 += V::L) {
+      alignas(64) float al[V::L];
+      const typename V::reg old_max = V::load(mx + h0);
+      const typename V::reg new_max = V::max(old_max, V::load(bmax + h0));
+      V::store(al, V::exp2(V::sub(old_max, new_max)));  // 0 where mx was -inf
+      for (int h = h0; h < std::min(na, h0 + V::L); ++h) {
+        alpha[h] = al[h - h0];
+        mx[h] = std::max(mx[h], bmax[h]);
+      }
+    }
+    for (int h = 0; h < na; ++h) {
+      float* sh = s + h * kLd;
+      const typename V::reg m = V::set1(mx[h]);
       typename V::reg vsum = V::zero();
       for (int r = 0; r < nb_lanes; r += V::L) {
         const typename V::reg p = V::exp2(V::sub(V::load(sh + r), m));
