@@ -122,7 +122,7 @@ struct GenericV {
   // With SplitBf16, a bf16 block of 2L elements loads as the SIMD paths load it: even elements
   // in the first register, odd ones in the second.
   template <class T>
-  static constexpr bool split = SplitBf16&& std::is_same_v<T, bf16_t>;
+  static constexpr bool split = (SplitBf16 && std::is_same_v<T, bf16_t>);
   template <class T>
   static constexpr int pair_slot(int i) {
     if constexpr (split<T>)
@@ -159,6 +159,7 @@ struct GenericV {
   template <class T>
   static void load_pair(const T* p, reg& a, reg& b) {
     if constexpr (split<T>) {  // 32-bit words: the even element in the low half
+      static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
       for (int i = 0; i < kParts; ++i) {
         GenericU4 w;
         std::memcpy(&w, p + 8 * i, sizeof w);
