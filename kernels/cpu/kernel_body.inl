@@ -250,8 +250,8 @@ void attend_layout(const AttendArgs& a) {
   alignas(64) float q[kMaxGroupSize * D];
   alignas(64) float acc[kMaxGroupSize * D];
   alignas(64) float s[kMaxGroupSize * kLd];
-  // Running max, sum and rescale factor per head; mx and bmax are read a register of heads at a
-  // time, so every lane is set.
+  // Running max, sum and rescale factor per head; mx, bmax and alpha are read and written a
+  // register of heads at a time, so every lane of mx and bmax is set.
   alignas(64) float mx[kMaxGroupSize], bmax[kMaxGroupSize], sum[kMaxGroupSize],
       alpha[kMaxGroupSize];
   std::fill_n(mx, kMaxGroupSize, -std::numeric_limits<float>::infinity());
@@ -352,15 +352,12 @@ void attend_layout(const AttendArgs& a) {
       for (int r = V::L; r < nb_lanes; r += V::L) vmax = V::max(vmax, V::load(sh + r));
       bmax[h] = V::hmax(vmax);
     }
+    // Lanes past na: bmax is still -inf there (na only grows), so mx keeps its -inf.
     for (int h0 = 0; h0 < na; h0 += V::L) {
-      alignas(64) float al[V::L];
       const typename V::reg old_max = V::load(mx + h0);
       const typename V::reg new_max = V::max(old_max, V::load(bmax + h0));
-      V::store(al, V::exp2(V::sub(old_max, new_max)));  // 0 where mx was -inf
-      for (int h = h0; h < std::min(na, h0 + V::L); ++h) {
-        alpha[h] = al[h - h0];
-        mx[h] = std::max(mx[h], bmax[h]);
-      }
+      V::store(alpha + h0, V::exp2(V::sub(old_max, new_max)));  // 0 where mx was -inf
+      V::store(mx + h0, new_max);
     }
     for (int h = 0; h < na; ++h) {
       float* sh = s + h * kLd;
