@@ -1,10 +1,10 @@
-// The two CPU kernels on their own (kernel_api.h), every instance against an fp64 oracle on the
-// same stored values: attend over both K layouts (tiled pages and row-major ones), ranges that
-// start and end inside a tile, heads masked below their own start or left with no row, block
-// sizes from 1 row to kMaxBlockRows, G from 1 to 16; dist2 plain and normalized. The instances
-// are the ISA paths this CPU runs and the test-only 16-lane instance of isa_lanes.h, which
-// carries the AVX-512 path's logic to any CPU. Also: the generic path's vector widening of
-// bf16 and f16 against to_float, for every 16-bit pattern.
+// The two CPU kernels on their own (kernel_api.h), every instance against the fp64 reference
+// (ref::attend) on the same stored values: attend over both K layouts (tiled pages and
+// row-major ones), ranges that start and end inside a tile, heads masked below their own start
+// or left with no row, block sizes from 1 row to kMaxBlockRows, G from 1 to 16; dist2 plain
+// and normalized. The instances are the ISA paths this CPU runs and the test-only 16-lane
+// instance of isa_lanes.h, which carries the AVX-512 path's logic to any CPU. Also: the
+// generic path's vector widening of bf16 and f16 against to_float, for every 16-bit pattern.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,36 +71,6 @@ const Instance kInstances[] = {
     {"lanes16", &lanes16::kernel_set, Isa::generic},
 };
 
-// Attention of G heads over rows [max(start[h], lo), hi) of K and V ([rows, D], the stored
-// values), in fp64, with the kernels' convention: q is already scaled into the log2 domain.
-void oracle(const std::vector<float>& q, const std::vector<int>& start, int lo, int hi,
-            const std::vector<float>& k, const std::vector<float>& v, int D, std::vector<double>& o,
-            std::vector<double>& lse) {
-  const int G = static_cast<int>(start.size());
-  o.assign(static_cast<std::size_t>(G) * D, 0.0);
-  lse.assign(G, -std::numeric_limits<double>::infinity());
-  for (int h = 0; h < G; ++h) {
-    const int from = std::max(start[h], lo);
-    if (from >= hi) continue;
-    std::vector<double> s(hi - from);
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int j = from; j < hi; ++j) {
-      double dot = 0;
-      for (int d = 0; d < D; ++d) dot += double(q[h * D + d]) * k[std::size_t(j) * D + d];
-      s[j - from] = dot;
-      mx = std::max(mx, dot);
-    }
-    double sum = 0;
-    for (int j = from; j < hi; ++j) {
-      const double p = std::exp2(s[j - from] - mx);
-      sum += p;
-      for (int d = 0; d < D; ++d) o[std::size_t(h) * D + d] += p * v[std::size_t(j) * D + d];
-    }
-    for (int d = 0; d < D; ++d) o[std::size_t(h) * D + d] /= sum;
-    lse[h] = (mx + std::log2(sum)) * std::log(2.0);
-  }
-}
-
 class CpuKernels : public ::testing::TestWithParam<Instance> {
  protected:
   void SetUp() override {
@@ -125,11 +95,16 @@ TEST_P(CpuKernels, AttendMatchesFp64OnBothLayouts) {
         PagedKv kv(1, D, dt, page);
         std::vector<std::byte*> table;
         kv.reserve(table, len);
-        std::vector<float> k(std::size_t(len) * D), v(k.size());
+        ref::KvHead stored;  // the oracle's copy: the values as stored
+        stored.k.resize(std::size_t(len) * D);
+        stored.v.resize(stored.k.size());
+        std::vector<float> k(D), v(D);
         for (int j = 0; j < len; ++j) {
-          for (int d = 0; d < D; ++d) k[std::size_t(j) * D + d] = u(rng), v[j * D + d] = u(rng);
-          kv.write(table, 0, j, &k[std::size_t(j) * D], &v[std::size_t(j) * D]);
-          kv.read(table, 0, j, &k[std::size_t(j) * D], &v[std::size_t(j) * D]);  // as stored
+          for (int d = 0; d < D; ++d) k[d] = u(rng), v[d] = u(rng);
+          kv.write(table, 0, j, k.data(), v.data());
+          kv.read(table, 0, j, k.data(), v.data());
+          std::copy(k.begin(), k.end(), stored.k.begin() + std::ptrdiff_t(j) * D);
+          std::copy(v.begin(), v.end(), stored.v.begin() + std::ptrdiff_t(j) * D);
         }
         const KernelSet ks = GetParam().set(D, dt);
         ASSERT_NE(ks.attend, nullptr);
@@ -157,8 +132,6 @@ TEST_P(CpuKernels, AttendMatchesFp64OnBothLayouts) {
           a.o = o.data();
           a.lse = lse.data();
           ks.attend(a);
-          std::vector<double> o_ref, lse_ref;
-          oracle(q, start, lo, hi, k, v, D, o_ref, lse_ref);
           const std::string where = std::string(dtype_name(dt)) + " D " + std::to_string(D) +
                                     " page " + std::to_string(page) + " G " + std::to_string(G) +
                                     " block " + std::to_string(block_rows) + " rows [" +
@@ -166,16 +139,20 @@ TEST_P(CpuKernels, AttendMatchesFp64OnBothLayouts) {
           for (int h = 0; h < G; ++h) {
             const std::string head =
                 where + " head " + std::to_string(h) + " from " + std::to_string(start[h]);
-            if (!std::isfinite(lse_ref[h])) {  // no row: the empty state
+            // The kernels' q is in the log2 domain: weights 2^(q.k) = e^(ln 2 q.k).
+            const std::vector<double> qh(q.begin() + std::ptrdiff_t(h) * D,
+                                         q.begin() + std::ptrdiff_t(h + 1) * D);
+            const ref::State want =
+                ref::attend(qh.data(), stored, D, std::max(start[h], lo), hi, std::log(2.0));
+            if (want.empty()) {  // no row: the empty state
               EXPECT_EQ(lse[h], -std::numeric_limits<float>::infinity()) << head;
               for (int d = 0; d < D; ++d) ASSERT_EQ(o[std::size_t(h) * D + d], 0.0f) << head;
               continue;
             }
-            const double e_o = rel_err(&o[std::size_t(h) * D], &o_ref[std::size_t(h) * D], D);
-            const double e_lse =
-                std::abs(lse[h] - lse_ref[h]) / std::max(1.0, std::abs(lse_ref[h]));
+            const double e_o = rel_err(&o[std::size_t(h) * D], want.o.data(), D);
+            const double e_lse = std::abs(lse[h] - want.lse) / std::max(1.0, std::abs(want.lse));
             ASSERT_LT(e_o, kTol) << head;  // NaN (a lane never written) fails too
-            ASSERT_LT(e_lse, kTol) << head << ": lse " << lse[h] << " vs " << lse_ref[h];
+            ASSERT_LT(e_lse, kTol) << head << ": lse " << lse[h] << " vs " << want.lse;
             worst_o = std::max(worst_o, e_o);
             worst_lse = std::max(worst_lse, e_lse);
           }
