@@ -30,7 +30,10 @@
 // ns (median over processes of each one's minimum). With S interleaved chains for head tiles
 // of 1 and 2 (qk_cols) and the rescale factors a register at a time: G 1 15.1 ns a token in
 // cache against 16.9 before and 17.0 for the row-major path; G 2 18.6 against 20.3; G 4 30.3
-// against 30.8 (7 interleaved processes each, 2026-11-30).
+// against 30.8 (7 interleaved processes each, 2026-11-30). Row pointers taken a page's run at
+// a time and the next block's V tiles prefetched by address (no pointer load per prefetch):
+// G 1 14.1 against 14.8, G 2 17.8 against 19.0, G 4 28.8 against 30.7, G 8 54.3 against 56.4
+// (5 interleaved processes, same day).
 
 inline constexpr int kL2 = 2 * V::L;  // elements per load_pair
 
@@ -186,8 +189,10 @@ inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, co
 
 // acc_h = alpha_h acc_h + sum_r p[h, r] v_r for HT heads over the block rows r in [r0, r1)
 // (acc rows stride D). With `next`, also prefetches the next block's nb_next V rows, each line
-// once over the passes.
-template <int D, class T, int HT>
+// once over the passes. Tiled: the rows come in whole 16-row tiles, each contiguous in memory
+// (next[t] for t a multiple of 16 starts one), and each pass prefetches its share of every
+// tile's lines by address, with no per-row pointer loads.
+template <int D, class T, int HT, bool Tiled>
 inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, const float* alpha,
                     float* acc, const T* const* next, int nb_next) {
   constexpr int P = kPairsPerPass<HT, D>;
@@ -202,9 +207,20 @@ inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, 
         ob[h][c] = V::mul(al, V::load(acc + h * D + d + c * kL2 + V::L));
       }
     }
-    if (next)  // the lines that start within this pass's bytes of a row
-      for (std::size_t c = (d * sizeof(T) + 63) / 64 * 64; c < (d + P * kL2) * sizeof(T); c += 64)
-        prefetch_rows(next, nb_next, c);
+    if (next) {
+      if constexpr (Tiled) {  // the pass's share: 16 rows x its bytes of a row, in lines
+        constexpr int kLinesPerPass = kKTileRows * P * kL2 * sizeof(T) / 64;  // 8 or more
+        static_assert(kKTileRows * P * kL2 * sizeof(T) % 64 == 0);
+        const int l0 = d / (P * kL2) * kLinesPerPass;
+        for (int t = 0; t < nb_next; t += kKTileRows) {
+          const std::byte* tile = reinterpret_cast<const std::byte*>(next[t]);
+          for (int l = l0; l < l0 + kLinesPerPass; ++l) __builtin_prefetch(tile + l * 64, 0, 3);
+        }
+      } else {  // the lines that start within this pass's bytes of a row
+        for (std::size_t c = (d * sizeof(T) + 63) / 64 * 64; c < (d + P * kL2) * sizeof(T); c += 64)
+          prefetch_rows(next, nb_next, c);
+      }
+    }
     for (int r = r0; r < r1; ++r) {
       typename V::reg va[P], vb[P];
       MACTUNE_UNROLL
@@ -282,14 +298,28 @@ void attend_layout(const AttendArgs& a) {
   // block at once, 16..128 rows ahead, was 20-40% slower than none (a burst of prefetches
   // fills the miss buffers and stalls the loads the arithmetic waits on). In a tiled block,
   // krows[r] for r a multiple of 16 is the tile of rows r..r+15 (the K block of those rows).
+  // Rows are taken a page's run at a time (a page's rows of one head are contiguous, row_bytes
+  // = D * sizeof(T) apart).
   const KvView& kv = a.kv;
   int page = first_row / kv.page_size, off = first_row % kv.page_size;
   auto take_rows = [&](int n, const T** k, const T** v) {
-    for (int r = 0; r < n; ++r) {
-      const std::byte* base = kv.pages[page] + kv.head_offset + off * kv.row_bytes;
-      k[r] = reinterpret_cast<const T*>(base);
-      v[r] = reinterpret_cast<const T*>(base + kv.v_offset);
-      if (++off == kv.page_size) off = 0, ++page;
+    if (kv.page_size == 1) {  // a page per row: no runs to find
+      for (int r = 0; r < n; ++r, ++page) {
+        const std::byte* base = kv.pages[page] + kv.head_offset;
+        k[r] = reinterpret_cast<const T*>(base);
+        v[r] = reinterpret_cast<const T*>(base + kv.v_offset);
+      }
+      return;
+    }
+    for (int r = 0; r < n;) {
+      const std::byte* base = kv.pages[page] + kv.head_offset;
+      const std::size_t first = static_cast<std::size_t>(off) * D;
+      const T* kp = reinterpret_cast<const T*>(base) + first;
+      const T* vp = reinterpret_cast<const T*>(base + kv.v_offset) + first;
+      const int run = std::min(n - r, kv.page_size - off);
+      for (int i = 0; i < run; ++i, ++r) k[r] = kp + i * D, v[r] = vp + i * D;
+      off += run;
+      if (off == kv.page_size) off = 0, ++page;
     }
   };
   // Rows a block starting at j0 takes from the page table: up to hi, whole tiles when tiled.
@@ -372,8 +402,8 @@ void attend_layout(const AttendArgs& a) {
     }
     for_head_tiles(na, [&](int h0, auto ht) {
       constexpr int HT = decltype(ht)::value;
-      pv_tile<D, T, HT>(s + h0 * kLd, kLd, vrow, r_lo, r_hi, alpha + h0, acc + h0 * D,
-                        h0 == 0 ? vrows[buf ^ 1] : nullptr, nb_next);
+      pv_tile<D, T, HT, Tiled>(s + h0 * kLd, kLd, vrow, r_lo, r_hi, alpha + h0, acc + h0 * D,
+                               h0 == 0 ? vrows[buf ^ 1] : nullptr, nb_next);
     });
     nb = nb_next;
   }
