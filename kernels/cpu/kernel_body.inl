@@ -30,10 +30,10 @@
 // ns (median over processes of each one's minimum). With S interleaved chains for head tiles
 // of 1 and 2 (qk_cols) and the rescale factors a register at a time: G 1 15.1 ns a token in
 // cache against 16.9 before and 17.0 for the row-major path; G 2 18.6 against 20.3; G 4 30.3
-// against 30.8 (7 interleaved processes each, 2026-11-30). Row pointers taken a page's run at
-// a time and the next block's V tiles prefetched by address (no pointer load per prefetch):
-// G 1 14.1 against 14.8, G 2 17.8 against 19.0, G 4 28.8 against 30.7, G 8 54.3 against 56.4
-// (5 interleaved processes, same day).
+// against 30.8 (7 interleaved processes each, 2026-11-30). With row pointers taken a page's
+// run at a time, the next block's V tiles prefetched by address (no pointer load per
+// prefetch) and the running sums kept as registers: G 1 14.1 against 14.9, G 2 17.8 against
+// 19.0, G 4 28.3 against 30.5, G 8 53.2 against 56.2 (5 interleaved processes, same day).
 
 inline constexpr int kL2 = 2 * V::L;  // elements per load_pair
 
