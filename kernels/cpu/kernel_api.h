@@ -29,7 +29,7 @@ struct KvView {
   int k_tile = 1;               // 1 or kKTileRows
   std::size_t head_offset = 0;  // bytes: kv_head * page_size * row_bytes
   std::size_t v_offset = 0;     // bytes from a page's K block to its V block
-  std::size_t row_bytes = 0;    // D * sizeof(kv)
+  std::size_t row_bytes = 0;    // always D * sizeof(kv): the kernels step rows by D elements
 };
 
 // Attention of nh query heads of one group over KV rows [lo, hi); head i masks every row
