@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -84,6 +85,12 @@ struct RunSummary {
   int head_steps = 0, hits = 0, misses_eligible = 0, gate_rejections = 0, guard_fires = 0;
   int mixed_groups = 0;
   double max_out_err = 0, max_entry_err = 0;
+  // Over the whole run: ||engine - reference|| / ||reference|| of all outputs and of all ring
+  // summaries taken as one vector each, and the summary elements that differ at all.
+  double sq_out_diff = 0, sq_out_norm = 0, sq_entry_diff = 0, sq_entry_norm = 0;
+  long entry_elements = 0, entry_elements_differing = 0;
+  double rms_out_err() const { return std::sqrt(sq_out_diff / sq_out_norm); }
+  double rms_entry_err() const { return std::sqrt(sq_entry_diff / sq_entry_norm); }
 };
 
 struct RunPlan {
@@ -178,8 +185,14 @@ inline RunSummary run_against_reference(const SessionOptions& opt, const RunPlan
     for (float x : out) unwritten += std::isfinite(x) ? 0 : 1;
     EXPECT_EQ(unwritten, 0u) << "output elements left poisoned (not written)";
     for (int row = 0; row < n * Hq; ++row) {
-      const double e = rel_err(&out[std::size_t(row) * D], &want.out[std::size_t(row) * D], D);
+      const float* a = &out[std::size_t(row) * D];
+      const double* b = &want.out[std::size_t(row) * D];
+      const double e = rel_err(a, b, D);
       sum.max_out_err = std::max(sum.max_out_err, e);
+      for (int i = 0; i < D; ++i) {
+        sum.sq_out_diff += (a[i] - b[i]) * (a[i] - b[i]);
+        sum.sq_out_norm += b[i] * b[i];
+      }
       EXPECT_LT(e, plan.tol) << "output of head row " << row;
     }
     // Ring entries of position m: q as stored, summary within tolerance.
@@ -201,6 +214,13 @@ inline RunSummary run_against_reference(const SessionOptions& opt, const RunPlan
           EXPECT_NEAR(e.lse, w.summary.lse, plan.tol * (1.0 + std::fabs(w.summary.lse)));
           const double err = rel_err(e.o.data(), w.summary.o.data(), D);
           sum.max_entry_err = std::max(sum.max_entry_err, err);
+          for (int i = 0; i < D; ++i) {
+            const double d = e.o[std::size_t(i)] - w.summary.o[std::size_t(i)];
+            sum.sq_entry_diff += d * d;
+            sum.sq_entry_norm += w.summary.o[std::size_t(i)] * w.summary.o[std::size_t(i)];
+            sum.entry_elements_differing += d != 0;
+          }
+          sum.entry_elements += D;
           EXPECT_LT(err, plan.tol) << "ring entry of head " << h;
         }
     (void)Hkv;
