@@ -54,6 +54,12 @@ void add_info(CLI::App& app) {
 #endif
     if (!gpu) std::cout << "  cuda: not usable (" << why << ")\n";
     print_device(cpu_fingerprint());
+    std::cout << "    cpu paths:";
+    for (const cpu::Isa i : cpu::supported_isas()) std::cout << ' ' << cpu::isa_name(i);
+    for (const cpu::Isa i : cpu::kAllIsas)
+      if (cpu::cpu_has(i) && !cpu::isa_supported(i))
+        std::cout << " (" << cpu::isa_unsupported_reason(i) << ')';
+    std::cout << '\n';
   });
 }
 

@@ -4,13 +4,13 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/host_cpu.h"
 
 namespace mactune {
 
@@ -40,52 +40,6 @@ struct DeviceFingerprint {
   }
 };
 
-// The widest x86 vector ISA this CPU runs that mactune has a path for.
-inline std::string cpu_isa() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl"))
-    return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
-#endif
-  return "generic";
-}
-
-inline std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string v = line.substr(colon + 1);
-        const auto b = v.find_first_not_of(" \t");
-        return b == std::string::npos ? v : v.substr(b);
-      }
-    }
-  }
-  return "unknown CPU";
-}
-
-// Size of the largest cache level of cpu0 in bytes, from sysfs (0 when unknown): what a cold
-// sample must evict, and what a bandwidth probe's buffer must dwarf.
-inline std::size_t cpu_llc_bytes() {
-  std::size_t best = 0;
-  for (int i = 0; i < 8; ++i) {
-    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
-    std::string s;
-    if (!(in >> s) || s.empty()) continue;
-    std::size_t mult = 1;
-    if (s.back() == 'K') mult = std::size_t{1} << 10;
-    if (s.back() == 'M') mult = std::size_t{1} << 20;
-    if (mult != 1) s.pop_back();
-    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) continue;
-    best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
-  }
-  return best;
-}
-
 // The CPU this process runs on, with `threads` workers (0: all logical CPUs).
 inline DeviceFingerprint cpu_fingerprint(int threads = 0) {
   DeviceFingerprint d;
@@ -95,7 +49,7 @@ inline DeviceFingerprint cpu_fingerprint(int threads = 0) {
   const long long bytes = static_cast<long long>(sysconf(_SC_PHYS_PAGES)) *
                           static_cast<long long>(sysconf(_SC_PAGESIZE));
   d.memory_mib = (bytes >> 30) << 10;
-  d.arch = cpu_isa();
+  d.arch = std::string(cpu::isa_name(cpu::best_isa()));  // under MACTUNE_CPU_ISA's cap
   d.threads = threads > 0 ? threads : d.compute_units;
   return d;
 }

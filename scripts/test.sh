@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Sets everything up, builds the `ci` preset and runs every test; then builds the libFuzzer
 # targets (the `fuzz` preset, clang) and runs each for a bounded time. GPU tests (label `gpu`)
-# report Skipped where no GPU is usable. Extra arguments go to the main ctest run.
+# report Skipped where no GPU is usable; on an AVX-512 host the CPU engine's tests
+# (test_cpu_engine) run a second time with the ISA capped at avx2. Extra arguments go to the
+# main ctest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 bash scripts/setup.sh ci
 status=0
 ctest --preset ci -j "$jobs" "$@" || status=$?
+# On an AVX-512 host, the CPU engine's tests once more as an AVX2-only host would run them
+# (MACTUNE_CPU_ISA caps the paths `auto` may pick; kernels/cpu/isa.h).
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then
+  echo "test: the CPU engine's tests again with MACTUNE_CPU_ISA=avx2"
+  MACTUNE_CPU_ISA=avx2 build/ci/tests/cpu/test_cpu_engine --gtest_brief=1 || status=$?
+fi
 if [[ -z "${MACTUNE_SKIP_FUZZ:-}" ]]; then
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz --target fuzzers -j "$jobs"

@@ -1,6 +1,11 @@
 // The x86 vector ISAs the CPU engine has code paths for, and the run-time choice among them.
 // Every path is compiled into every binary (per-ISA translation units with function-level
 // target attributes, never TU-wide -m flags); cpuid decides which ones may run.
+//
+// MACTUNE_CPU_ISA=generic|avx2|avx512 caps the paths this process treats as present, as
+// ATEN_CPU_CAPABILITY does for PyTorch: with MACTUNE_CPU_ISA=avx2 an AVX-512 host behaves like
+// an AVX2-only one everywhere (`auto`, the instance list, the device fingerprint, tests that
+// skip what the CPU lacks). Unset, empty or `auto`: no cap. Any other value is an input error.
 #pragma once
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -8,20 +13,23 @@
 #endif
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "kernels/device.h"
 #include "kernels/error.h"
+#include "kernels/host_cpu.h"
 
 namespace mactune::cpu {
 
-enum class Isa : std::uint8_t {
-  generic,  // portable C++ (GCC vector extensions): any CPU
-  avx2,     // AVX2 + FMA + F16C (Haswell, Zen and later)
-  avx512,   // AVX-512 F/BW/VL (Skylake-SP, Ice Lake, Sapphire Rapids, Zen 4 and later)
+enum class Isa : std::uint8_t {  // in order of width: a cap admits every path up to it
+  generic,                       // portable C++ (GCC vector extensions): any CPU
+  avx2,                          // AVX2 + FMA + F16C (Haswell, Zen and later)
+  avx512,                        // AVX-512 F/BW/VL (Skylake-SP, Ice Lake, Sapphire Rapids, Zen 4)
 };
+
+inline constexpr Isa kAllIsas[] = {Isa::generic, Isa::avx2, Isa::avx512};
 
 inline constexpr std::string_view isa_name(Isa isa) {
   switch (isa) {
@@ -35,8 +43,8 @@ inline constexpr std::string_view isa_name(Isa isa) {
   return "?";
 }
 
-// Whether this CPU can run the path (cpuid through the compiler's builtins).
-inline bool isa_supported(Isa isa) {
+// Whether the hardware has what the path needs (cpuid through the compiler's builtins).
+inline bool cpu_has(Isa isa) {
   if (isa == Isa::generic) return true;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
@@ -51,28 +59,53 @@ inline bool isa_supported(Isa isa) {
 #endif
 }
 
-// The widest path this CPU runs.
+// The widest path MACTUNE_CPU_ISA admits (avx512, the widest there is, when it is unset).
+inline Isa isa_cap() {
+  const char* env = std::getenv("MACTUNE_CPU_ISA");
+  const std::string_view v = env ? env : "";
+  if (v.empty() || v == "auto") return Isa::avx512;
+  for (const Isa i : kAllIsas)
+    if (v == isa_name(i)) return i;
+  input_error("MACTUNE_CPU_ISA = '", v, "' is unknown (expected auto, avx512, avx2 or generic)");
+}
+
+// Whether this process may run the path: the CPU has it and MACTUNE_CPU_ISA does not cap it.
+inline bool isa_supported(Isa isa) {
+  return isa <= isa_cap() && cpu_has(isa);
+}
+
+// The widest path this process runs.
 inline Isa best_isa() {
   if (isa_supported(Isa::avx512)) return Isa::avx512;
   if (isa_supported(Isa::avx2)) return Isa::avx2;
   return Isa::generic;
 }
 
-// Every path this CPU runs, narrowest first.
+// Every path this process runs, narrowest first.
 inline std::vector<Isa> supported_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+  for (const Isa i : kAllIsas)
     if (isa_supported(i)) out.push_back(i);
   return out;
 }
 
-// "auto" -> best_isa(); a named path must exist and run on this CPU.
+// Why the path does not run here ("" when it does), for errors and test skips.
+inline std::string isa_unsupported_reason(Isa isa) {
+  if (!cpu_has(isa))
+    return "this CPU (" + cpu_model_name() + ") lacks the " + std::string(isa_name(isa)) + " path";
+  if (!isa_supported(isa))
+    return "MACTUNE_CPU_ISA=" + std::string(isa_name(isa_cap())) + " leaves the " +
+           std::string(isa_name(isa)) + " path out";
+  return "";
+}
+
+// "auto" -> best_isa(); a named path must exist and run here.
 inline Isa resolve_isa(std::string_view name) {
   if (name == "auto") return best_isa();
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512}) {
+  for (const Isa i : kAllIsas) {
     if (name != isa_name(i)) continue;
-    MACTUNE_REQUIRE(isa_supported(i), "isa = '", name, "' is not supported by this CPU (",
-                    cpu_model_name(), "; best is ", isa_name(best_isa()), ")");
+    MACTUNE_REQUIRE(isa_supported(i), "isa = '", name, "' is not supported here (",
+                    isa_unsupported_reason(i), "; best is ", isa_name(best_isa()), ")");
     return i;
   }
   input_error("isa = '", name, "' is unknown (expected auto, avx512, avx2 or generic)");

@@ -11,7 +11,8 @@
 namespace mactune::cpu {
 
 KernelSet kernel_set(Isa isa, int head_dim, DType kv_dtype) {
-  MACTUNE_REQUIRE(isa_supported(isa), "isa = '", isa_name(isa), "' is not supported by this CPU");
+  MACTUNE_REQUIRE(isa_supported(isa), "isa = '", isa_name(isa), "' is not supported here (",
+                  isa_unsupported_reason(isa), ")");
   KernelSet k;
   switch (isa) {
     case Isa::generic:

@@ -3,13 +3,16 @@
 // of KV pages, which the kernels read directly.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/storage.h"
+#include "kernels/device.h"
 #include "tests/cpu/harness.h"
 
 namespace mactune::cpu::test {
@@ -121,7 +124,7 @@ TEST(CpuSessionApi, RefusesBadShapesNamingTheValue) {
   if (!isa_supported(Isa::avx512)) {
     SessionOptions o = base();
     o.engine.isa = "avx512";
-    expect_input_error([&] { Session s(o); }, "isa = 'avx512' is not supported by this CPU");
+    expect_input_error([&] { Session s(o); }, "isa = 'avx512' is not supported here");
   }
 }
 
@@ -254,6 +257,54 @@ TEST(CpuSessionApi, InstanceNamesAndRegistry) {
   EXPECT_EQ(all.size(), supported_isas().size() * 2 * 3 * 3);
   EXPECT_EQ(seen.count("mac_cpu_generic_hd128_bf16"), 1u);
   EXPECT_EQ(seen.count("full_cpu_avx2_hd256_f16"), isa_supported(Isa::avx2) ? 1u : 0u);
+}
+
+// MACTUNE_CPU_ISA caps what this process treats as present, like a CPU without the wider
+// paths: `auto`, the instance list and the fingerprint follow it, a named wider path is
+// refused naming the cap, and a bad value is an input error naming the variable.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(CpuIsaCap, CapsAutoInstancesAndFingerprint) {
+  for (const Isa cap : kAllIsas) {
+    SCOPED_TRACE(std::string(isa_name(cap)));
+    const ScopedEnv env("MACTUNE_CPU_ISA", std::string(isa_name(cap)).c_str());
+    EXPECT_LE(best_isa(), cap);
+    for (const Isa i : kAllIsas) EXPECT_EQ(isa_supported(i), cpu_has(i) && i <= cap);
+    EXPECT_EQ(Session(base()).isa(), isa_name(best_isa()));
+    EXPECT_EQ(cpu_fingerprint().arch, isa_name(best_isa()));
+    EXPECT_EQ(instances().size(), supported_isas().size() * 2 * 3 * 3);
+    for (const Isa i : kAllIsas) {
+      if (i <= cap) continue;
+      SessionOptions o = base();
+      o.engine.isa = std::string(isa_name(i));
+      expect_input_error([&] { Session s(o); }, cpu_has(i) ? "MACTUNE_CPU_ISA=" : "lacks the");
+    }
+  }
+  {
+    const ScopedEnv env("MACTUNE_CPU_ISA", "auto");
+    EXPECT_EQ(best_isa(), cpu_has(Isa::avx512) ? Isa::avx512
+                          : cpu_has(Isa::avx2) ? Isa::avx2
+                                               : Isa::generic);
+  }
+  const ScopedEnv env("MACTUNE_CPU_ISA", "sse9");
+  expect_input_error([] { Session s(base()); }, "MACTUNE_CPU_ISA = 'sse9' is unknown");
 }
 
 class CountingSink : public PhaseSink {

@@ -86,9 +86,13 @@ TEST(MacCpuFeatures, PickNormalizedMatchesReference) {
 // elements differ (measured 0.01%). Rounding by truncation instead of to nearest even moves
 // most elements and fails both (0.005 and 65% measured, with the per-entry bound too); so does
 // an fp32 entry off by more than a few roundings.
-TEST(MacCpuFeatures, Bf16SummariesWithinOneRoundingStep) {
+class MacCpuBf16Summaries : public ::testing::TestWithParam<Isa> {};
+
+TEST_P(MacCpuBf16Summaries, WithinOneRoundingStep) {
+  if (!isa_supported(GetParam())) GTEST_SKIP() << isa_unsupported_reason(GetParam());
   SessionOptions o = small(DType::bf16, 128, 4, 16);
   o.mac.summary_dtype = DType::bf16;
+  o.engine.isa = isa_name(GetParam());
   RunPlan plan;
   plan.tol = 1.0 / 128 + 2e-5;
   const RunSummary s = run_against_reference(o, plan);
@@ -100,6 +104,9 @@ TEST(MacCpuFeatures, Bf16SummariesWithinOneRoundingStep) {
   RecordProperty("rms_entry_err", std::to_string(s.rms_entry_err()));
   RecordProperty("entry_elements_differing", std::to_string(s.entry_elements_differing));
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, MacCpuBf16Summaries, ::testing::ValuesIn(kAllIsas),
+                         [](const auto& i) { return std::string(isa_name(i.param)); });
 
 TEST(MacCpuFeatures, ForcedHitsPerHeadAndPerGroupMatchReferenceWithExactQuota) {
   for (const Coherence c : {Coherence::per_head, Coherence::per_group}) {
@@ -168,9 +175,8 @@ class MacCpuIsa : public ::testing::TestWithParam<IsaCase> {};
 
 TEST_P(MacCpuIsa, MatchesReference) {
   const auto& [isa, dtype, d, g, page] = GetParam();
-  for (const Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
-    if (isa == isa_name(i) && !isa_supported(i))
-      GTEST_SKIP() << "this CPU (" << cpu_model_name() << ") cannot run the " << isa << " path";
+  for (const Isa i : kAllIsas)
+    if (isa == isa_name(i) && !isa_supported(i)) GTEST_SKIP() << isa_unsupported_reason(i);
   SessionOptions o = small(dtype, d, g, page);
   o.engine.isa = isa;
   RunPlan plan;

@@ -75,8 +75,7 @@ class CpuKernels : public ::testing::TestWithParam<Instance> {
  protected:
   void SetUp() override {
     if (!isa_supported(GetParam().runs_on))
-      GTEST_SKIP() << "this CPU (" << cpu_model_name() << ") cannot run the "
-                   << isa_name(GetParam().runs_on) << " path";
+      GTEST_SKIP() << isa_unsupported_reason(GetParam().runs_on);
   }
 };
 

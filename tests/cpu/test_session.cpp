@@ -1,26 +1,37 @@
-// cpu::Session against the fp64 reference over dtype x head_dim x G x page size: MAC (hits,
-// misses, mixed groups, ring entries) and the full-attention baseline, each on a batch of
-// three requests of different lengths, with outputs poisoned before every step.
+// cpu::Session against the fp64 reference over ISA x dtype x head_dim x G x page size: MAC
+// (hits, misses, mixed groups, ring entries) and the full-attention baseline, each on a batch
+// of three requests of different lengths, with outputs poisoned before every step. Every ISA
+// path this host runs is checked, not only the widest that `auto` picks; a path it cannot run
+// is skipped with the reason (the CPU lacks it, or MACTUNE_CPU_ISA caps it).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
+#include <string_view>
 #include <tuple>
 
+#include "kernels/cpu/isa.h"
 #include "tests/cpu/harness.h"
 
 namespace mactune::cpu::test {
 namespace {
 
 struct Case {
+  Isa isa;
   DType dtype;
   int head_dim, group, page;
 };
 
+std::string capitalized(std::string_view s) {
+  std::string out(s);
+  out[0] = static_cast<char>(std::toupper(out[0]));
+  return out;
+}
+
 std::string case_name(const Case& c) {
-  std::string d(dtype_name(c.dtype));
-  d[0] = static_cast<char>(std::toupper(d[0]));
-  return "Hd" + std::to_string(c.head_dim) + "_G" + std::to_string(c.group) + "_P" +
-         std::to_string(c.page) + "_" + d;
+  const std::string d = capitalized(dtype_name(c.dtype));
+  return capitalized(isa_name(c.isa)) + "_Hd" + std::to_string(c.head_dim) + "_G" +
+         std::to_string(c.group) + "_P" + std::to_string(c.page) + "_" + d;
 }
 
 SessionOptions options_for(const Case& c, bool mac) {
@@ -39,16 +50,24 @@ SessionOptions options_for(const Case& c, bool mac) {
   o.engine.block_rows = c.page == 1 ? 5 : 16;  // blocks that straddle pages and items
   o.engine.threads = 2;
   o.max_context = 256;
+  o.engine.isa = isa_name(c.isa);
   return o;
 }
 
-using Param = std::tuple<DType, int, int, int>;  // dtype, head_dim, G, page size
+using Param = std::tuple<Isa, DType, int, int, int>;  // ISA, dtype, head_dim, G, page size
 Case to_case(const Param& t) {
-  return Case{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+  return Case{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t)};
 }
 
-class MacCpu : public ::testing::TestWithParam<Param> {};
-class FullCpu : public ::testing::TestWithParam<Param> {};
+class OnEveryIsa : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override {
+    const Isa isa = std::get<0>(GetParam());
+    if (!isa_supported(isa)) GTEST_SKIP() << isa_unsupported_reason(isa);
+  }
+};
+class MacCpu : public OnEveryIsa {};
+class FullCpu : public OnEveryIsa {};
 
 // Every tensor is checked against the reference at the same storage dtype, which models the
 // KV, ring-q and summary rounding exactly: what remains is fp32 arithmetic, hence 1e-5 for
@@ -59,6 +78,7 @@ TEST_P(MacCpu, MatchesReference) {
   plan.steps = 72;
   plan.seed = 7 + c.head_dim + c.group;
   const RunSummary s = run_against_reference(options_for(c, true), plan);
+  EXPECT_EQ(Session(options_for(c, true)).isa(), isa_name(c.isa));
   EXPECT_GT(s.hits, s.head_steps / 10) << "too few hits to test reuse";
   EXPECT_GT(s.misses_eligible, s.head_steps / 10) << "too few eligible misses";
   if (c.group > 1) {
@@ -76,8 +96,8 @@ TEST_P(FullCpu, EqualsFullAttention) {
 }
 
 const auto kCases = ::testing::Combine(
-    ::testing::Values(DType::f32, DType::f16, DType::bf16), ::testing::Values(64, 128, 256),
-    ::testing::Values(1, 3, 4, 16), ::testing::Values(1, 16, 64));
+    ::testing::ValuesIn(kAllIsas), ::testing::Values(DType::f32, DType::f16, DType::bf16),
+    ::testing::Values(64, 128, 256), ::testing::Values(1, 3, 4, 16), ::testing::Values(1, 16, 64));
 
 INSTANTIATE_TEST_SUITE_P(Grid, MacCpu, kCases,
                          [](const auto& i) { return case_name(to_case(i.param)); });
