@@ -8,6 +8,8 @@
 #include "kernels/error.h"
 #include "tuner/grid.h"
 #include "tuner/measure.h"
+#include "tuner/plan.h"
+#include "tuner/sweep.h"
 #include "tuner/tune.h"
 
 namespace mactune::cli {
@@ -25,11 +27,63 @@ extern "C" void mactune_tune_on_signal(int sig) {
 struct TuneArgs {
   tuner::TuneOptions opt;
   std::string shard;
-  bool no_emit = false, no_report = false, quiet = false;
+  bool no_emit = false, no_report = false, quiet = false, dry_run = false, check = false;
 };
+
+// `--dry-run`: the points, what the database holds of them and how long the rest takes;
+// nothing is measured, created or written. Needs no device: it plans for the spec's device,
+// which a login node lacks (tuner/plan.h). `--check` fails when a point is not stored.
+void dry_run(const TuneArgs& a) {
+  const tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
+  const std::string db_path = a.opt.db_path.empty() ? plan.spec.output.db : a.opt.db_path;
+  const tuner::StoredPoints stored = tuner::stored_points(plan, db_path);
+  const tuner::PointTimes times = tuner::point_times(plan, {db_path});
+  const auto [shard, count] = a.opt.shard.value_or(std::pair{0, 1});
+  const tuner::ShardEstimate e =
+      tuner::estimate_shard(plan, stored.state, times, shard, count, a.opt.retry_failed);
+  std::vector<std::size_t> missing;
+  for (std::size_t i = 0; i < plan.points.size(); ++i) {
+    const tuner::TunePoint& p = plan.points[i];
+    if (p.index % static_cast<std::size_t>(count) != static_cast<std::size_t>(shard)) continue;
+    const tuner::Stored st = stored.state[i];
+    const bool todo =
+        st == tuner::Stored::no || (st == tuner::Stored::failed && a.opt.retry_failed);
+    if (todo) missing.push_back(p.index);
+    if (!a.quiet)
+      std::cout << p.index << "  " << tuner::bucket_of(p).key() << "  " << tuner::point_label(p)
+                << "  " << plan.names[i].first << "  "
+                << (todo                          ? "to measure"
+                    : st == tuner::Stored::failed ? "stored (failed)"
+                                                  : "stored")
+                << '\n';
+  }
+  std::cout << e.points << " points, " << e.stored << " stored, " << e.to_measure
+            << " to measure\n";
+  std::cout << "device    " << plan.backend << " '" << plan.spec.device.name << "': "
+            << (plan.here ? "this machine's " + plan.here->name
+                          : "not this machine (" + plan.not_here + ")")
+            << '\n';
+  std::cout << "stored    "
+            << (stored.device.empty() ? "nothing: " + stored.note
+                                      : "in " + db_path + " for " + stored.device +
+                                            (stored.note.empty() ? "" : "; " + stored.note))
+            << '\n';
+  std::cout << "time      " << tuner::describe_time(e, plan) << '\n';
+  if (a.check && !missing.empty()) {
+    std::string list;
+    for (std::size_t k = 0; k < missing.size() && k < 10; ++k)
+      list += (k ? ", " : "") + std::to_string(missing[k]);
+    if (missing.size() > 10) list += ", ...";
+    throw Error(std::to_string(missing.size()) + " of " + std::to_string(e.points) + " points of " +
+                a.opt.spec_path + " are not stored in " + db_path + " (grid index " + list +
+                "; a point of index k belongs to shard k mod N)");
+  }
+}
 
 void run(TuneArgs& a) {
   if (!a.shard.empty()) a.opt.shard = tuner::parse_shard(a.shard);
+  if (a.check && !a.dry_run) input_error("--check needs --dry-run: it checks what is stored");
+  if (a.dry_run) return dry_run(a);
   a.opt.emit = !a.no_emit && !a.opt.shard;
   a.opt.report = !a.no_report;
   tuner::Progress progress = a.quiet ? tuner::Progress::silent() : tuner::Progress::for_stderr();
@@ -46,12 +100,6 @@ void run(TuneArgs& a) {
   }
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
-  if (a.opt.dry_run) {
-    for (const auto& l : r.point_lines) std::cout << l << '\n';
-    std::cout << r.points << " points, " << r.stored << " stored, " << r.points - r.stored
-              << " to measure\n";
-    return;
-  }
   if (!r.decisions.empty()) std::cout << tuner::summary_table(r.decisions) << '\n';
   std::printf("tuned %zu points in %.1f s: %zu measured, %zu already stored, %zu failed\n",
               r.points, r.seconds, r.measured, r.stored, r.failed);
@@ -81,9 +129,12 @@ void add_tune(CLI::App& app) {
   cmd->add_flag("--no-emit", args->no_emit, "Do not decide or emit at the end");
   cmd->add_flag("--no-report", args->no_report, "Do not write the report");
   cmd->add_flag("--retry-failed", args->opt.retry_failed, "Measure failed points again");
-  cmd->add_flag("--dry-run", args->opt.dry_run,
-                "List the points and what is stored; measure nothing");
-  cmd->add_flag("--quiet,-q", args->quiet, "No progress output");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "List the points, what is stored and the time left; measure nothing (needs no "
+                "device: works for a GPU spec on a login node)");
+  cmd->add_flag("--check", args->check,
+                "With --dry-run: fail unless every point (of the shard) is stored");
+  cmd->add_flag("--quiet,-q", args->quiet, "No progress output (a dry run: only the summary)");
   cmd->callback([args, &app] {
     args->opt.command = "mactune tune " + args->opt.spec_path;
     (void)app;

@@ -28,6 +28,15 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
   return nullptr;
 }
 
+std::vector<InstanceInfo> cuda_build_instances() {
+  return {};
+}
+
+// Nothing to resolve "auto" against: the names as the spec gives them.
+std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p) {
+  return {p.attend, p.full};
+}
+
 #else
 
 namespace {
@@ -182,17 +191,7 @@ class CudaBackend final : public Backend {
   }
   std::vector<InstanceInfo> instances() const override { return cuda::instances(); }
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
-    const cuda::EngineConfig e = engine_of(p);
-    std::string mac = e.attend.empty() ? "auto" : e.attend, full = e.full.empty() ? "auto" : e.full;
-    try {
-      mac = cuda::select_attend(p.shape, e.attend).name;
-    } catch (const InputError&) {
-    }
-    try {
-      full = cuda::select_full(p.shape, e.full).name;
-    } catch (const InputError&) {
-    }
-    return {mac, full};
+    return cuda_instance_names(p);
   }
   std::string can_run(const TunePoint& p) const override {
     const cuda::EngineConfig e = engine_of(p);
@@ -241,6 +240,26 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
+
+std::vector<InstanceInfo> cuda_build_instances() {
+  return cuda::instances();
+}
+
+// The registry's choice for "auto" depends on the shape alone, not on the GPU: the same names
+// on a login node as on the node that measures.
+std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p) {
+  const cuda::EngineConfig e = engine_of(p);
+  std::string mac = e.attend.empty() ? "auto" : e.attend, full = e.full.empty() ? "auto" : e.full;
+  try {
+    mac = cuda::select_attend(p.shape, e.attend).name;
+  } catch (const InputError&) {
+  }
+  try {
+    full = cuda::select_full(p.shape, e.full).name;
+  } catch (const InputError&) {
+  }
+  return {mac, full};
+}
 
 std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
   const cuda::GpuStatus& g = cuda::gpu_status();

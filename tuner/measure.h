@@ -140,6 +140,11 @@ PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePo
 // is usable (else nullptr with `why` set).
 std::unique_ptr<Backend> make_cpu_backend();
 std::unique_ptr<Backend> make_cuda_backend(std::string* why);
+// What this build knows of the CUDA backend without a GPU (a dry run or job scripts on a
+// cluster's login node): its compiled instances, and the {MAC, full} instance names a point
+// runs. Empty / the spec's names as given in a build without the CUDA kernels.
+std::vector<InstanceInfo> cuda_build_instances();
+std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p);
 // Resolves "auto" (cuda when usable, else cpu), "cpu" or "cuda" (InputError when unusable).
 std::unique_ptr<Backend> make_backend(const std::string& requested);
 

@@ -12,13 +12,17 @@
 namespace mactune::tuner {
 
 db::BuildInfo current_build(const Backend& backend) {
+  return current_build(backend.instances());
+}
+
+db::BuildInfo current_build(const std::vector<InstanceInfo>& instances) {
   db::BuildInfo b;
   b.git_revision = build::git_revision;
   b.compiler = build::compiler;
   b.version = build::version;
   b.build_type = build::build_type;
   std::vector<std::string> names;
-  for (const InstanceInfo& i : backend.instances()) names.push_back(i.name);
+  for (const InstanceInfo& i : instances) names.push_back(i.name);
   std::sort(names.begin(), names.end());
   std::string all;
   for (const auto& n : names) all += n + "\n";

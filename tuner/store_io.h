@@ -17,6 +17,8 @@ namespace mactune::tuner {
 
 // This binary's build row (git revision, compiler, digest of the instance names it holds).
 db::BuildInfo current_build(const Backend& backend);
+// The same from the backend's instance list (a backend whose device is not on this machine).
+db::BuildInfo current_build(const std::vector<InstanceInfo>& instances);
 
 db::Workload to_db_workload(const TunePoint& p);
 Bucket bucket_of(const db::Workload& w);

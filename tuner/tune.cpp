@@ -78,13 +78,6 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   const std::string policy = backend->timer_name();
   const bool cold = spec.measure.mode == CacheMode::cold;
 
-  if (opt.dry_run && !std::filesystem::exists(res.db_path)) {
-    for (const TunePoint& p : points)
-      res.point_lines.push_back(std::to_string(p.index) + "  " + bucket_of(p).key() + "  " +
-                                point_label(p) + "  " + backend->instance_names(p).first +
-                                "  to measure");
-    return res;
-  }
   if (const auto dir = std::filesystem::path(res.db_path).parent_path(); !dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -111,14 +104,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     const bool failed = sm == db::PointStatus::failed || sf == db::PointStatus::failed;
     todo[i] = !sm || !sf || (failed && opt.retry_failed);
     if (!todo[i]) ++res.stored;
-    if (opt.dry_run)
-      res.point_lines.push_back(std::to_string(p.index) + "  " + bucket_of(p).key() + "  " +
-                                point_label(p) + "  " + mac_name + "  " +
-                                (todo[i]  ? "to measure"
-                                 : failed ? "stored (failed)"
-                                          : "stored"));
   }
-  if (opt.dry_run) return res;
 
   db::RunInfo run;
   run.spec_text = spec.text;

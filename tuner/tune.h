@@ -29,8 +29,7 @@ struct TuneOptions {
   bool emit = true;                          // decide and write the dispatch table at the end
   bool report = true;                        // write the report when a report directory is known
   bool retry_failed = false;                 // measure again points stored as failed
-  bool dry_run = false;  // list the points (and what is stored) without measuring
-  std::string command;   // the command line, stored with the run
+  std::string command;                       // the command line, stored with the run
 };
 
 struct TuneResult {
@@ -41,11 +40,11 @@ struct TuneResult {
   double seconds = 0;
   std::string db_path, dispatch_path, report_dir;
   std::vector<BucketDecision> decisions;  // empty with emit = false or a partial shard
-  std::vector<std::string> point_lines;   // dry run: one line per point
 };
 
-// Runs the sweep. `stop` (may be null) is polled between samples: when set, the run stops,
-// is marked interrupted, and Interrupted is thrown after every finished point is stored.
+// Runs the sweep (a dry run is tuner/plan.h: it needs no device). `stop` (may be null) is polled
+// between samples: when set, the run stops, is marked interrupted, and Interrupted is thrown after
+// every finished point is stored.
 TuneResult run_tune(const TuneOptions& options, Progress& progress,
                     const std::atomic<bool>* stop = nullptr);
 

@@ -286,6 +286,64 @@ TEST(TuneCli, DryRunListsPointsWithoutMeasuring) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("dry.db"))) << "a dry run creates no database";
 }
 
+// A login node has no GPU: a dry run of a GPU spec lists its points and the time they take
+// instead of refusing because no GPU is usable (the device name matches no GPU anywhere).
+TEST(TuneCli, DryRunPlansForADeviceThisMachineLacks) {
+  TempDir dir;
+  dir.write("gpu.yaml",
+            "name: gpu\ndevice: {backend: cuda, name: '*NoSuchGPU*'}\n"
+            "kernels:\n  cuda: {min_chunk: [128, 256]}\n"
+            "workload: {batch: [1, 2], context: [32K, 64K], hit_rate: [0, 1]}\n"
+            "measure: {time_cap: 10}\n");
+  auto r = run_mactune(dir, {"tune", "gpu.yaml", "--dry-run"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("16 points, 0 stored, 16 to measure"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device    cuda '*NoSuchGPU*': not this machine ("), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gpu.db does not exist yet"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("time      <= 2m40s by the time caps (16 points x 10 s)"), std::string::npos)
+      << r.out;
+  r = run_mactune(dir, {"tune", "gpu.yaml", "--dry-run", "--shard", "3/4", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.find("hd128"), std::string::npos) << "-q lists no points\n" << r.out;
+  EXPECT_NE(r.out.find("4 points, 0 stored, 4 to measure"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<= 40s by the time caps (4 points x 10 s)"), std::string::npos) << r.out;
+  // Measuring it still needs the GPU.
+  r = run_mactune(dir, {"tune", "gpu.yaml"});
+  EXPECT_EQ(r.rc, 2) << r.out;
+}
+
+// After a run, a dry run shows what is stored and times the rest by the stored points;
+// --check passes only when every point is stored.
+TEST(TuneCli, DryRunCountsStoredPointsAndTimesTheRestFromTheDatabase) {
+  TempDir dir;
+  dir.write("a.yaml", tiny_spec("a", "[1]", "[256, 512]", "[0, 1]", "[64]"));
+  auto r = run_mactune(dir, {"tune", "a.yaml", "--no-emit", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run_mactune(dir, {"tune", "a.yaml", "--dry-run", "--check"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("4 points, 4 stored, 0 to measure"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("this machine's"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("time      nothing to measure"), std::string::npos) << r.out;
+  // The same grid with a third hit rate, on the same database: 2 new points, timed by the
+  // stored points of their buckets.
+  dir.write("b.yaml", tiny_spec("a", "[1]", "[256, 512]", "[0, 0.5, 1]", "[64]"));
+  r = run_mactune(dir, {"tune", "b.yaml", "--dry-run"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("6 points, 4 stored, 2 to measure"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("from earlier runs (2 timed by their bucket)"), std::string::npos) << r.out;
+  r = run_mactune(dir, {"tune", "b.yaml", "--dry-run", "--check", "-q"});
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_NE(r.err.find("mactune: error: 2 of 6 points of b.yaml are not stored in a.db (grid "
+                       "index 1, 4;"),
+            std::string::npos)
+      << r.err;
+  r = run_mactune(dir, {"tune", "a.yaml", "--check"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--check needs --dry-run"), std::string::npos) << r.err;
+}
+
 // `mactune info --backend` names the backend the quick start tunes on: cuda exactly when the
 // GPU tests would run.
 TEST(TuneCli, InfoBackendNamesTheDeviceTheQuickStartTunes) {
