@@ -10,6 +10,11 @@ packages=(cmake ninja-build g++ git pkg-config
           libyaml-cpp-dev libcli11-dev libsqlite3-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           clang libclang-rt-14-dev)
+# The `slurm` test (tests/slurm) starts a single-node Slurm of its own from these packages, in
+# a temporary folder with its own munge key; the packages' system services are not used.
+if [[ $preset == ci ]]; then
+  packages+=(munge slurmctld slurmd slurm-client)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,8 +23,9 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   sudo=""
   [[ $(id -u) -eq 0 ]] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  $sudo apt-get update -qq -o DPkg::Lock::Timeout=600
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    -o DPkg::Lock::Timeout=600 "${missing[@]}"
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

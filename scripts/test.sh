@@ -2,10 +2,14 @@
 # Sets everything up, builds the `ci` preset and runs every test; then builds the libFuzzer
 # targets (the `fuzz` preset, clang) and runs each for a bounded time. GPU tests (label `gpu`)
 # report Skipped where no GPU is usable; on an AVX-512 host the CPU engine's tests
-# (test_cpu_engine) run a second time with the ISA capped at avx2. Extra arguments go to the
-# main ctest run.
+# (test_cpu_engine) run a second time with the ISA capped at avx2. The Slurm test (label
+# `slurm`) starts its own single-node cluster; in CI (CI=true) it must start, elsewhere it
+# reports Skipped with what failed. Extra arguments go to the main ctest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ ${CI:-} == true ]]; then
+  export MACTUNE_REQUIRE_SLURM=1
+fi
 jobs=$(nproc 2>/dev/null || echo 2)
 bash scripts/setup.sh ci
 status=0
