@@ -112,11 +112,6 @@ class CpuCase final : public Case {
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend() {
-    const std::size_t llc = cpu_llc_bytes();
-    flush_.assign(std::max<std::size_t>(2 * llc, 64u << 20), 1);
-  }
-
   std::string name() const override { return "cpu"; }
   DeviceFingerprint device() const override { return cpu_fingerprint(); }
   std::string timer_name() const override { return "steady_clock"; }
@@ -157,6 +152,7 @@ class CpuBackend final : public Backend {
   double memory_available() const override { return static_cast<double>(available_bytes()); }
   double case_bytes(const TunePoint& p, bool mac) const override { return session_bytes(p, mac); }
   std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
+    allocate_flush_buffer();
     return std::make_unique<CpuCase>(p, mac, seed);
   }
 
@@ -164,6 +160,7 @@ class CpuBackend final : public Backend {
     // Read-modify-write one byte per cache line: evicts the KV of the last sample from the
     // shared LLC (and this core's private levels). Other cores' private L2 keeps at most a
     // few hundred KiB, negligible next to a decode step's KV.
+    allocate_flush_buffer();
     volatile unsigned char* b = flush_.data();
     for (std::size_t i = 0; i < flush_.size(); i += 64) b[i] = static_cast<unsigned char>(b[i] + 1);
   }
@@ -172,6 +169,12 @@ class CpuBackend final : public Backend {
   ClockState clock_end() override { return read_clock(); }
 
  private:
+  // With the first case, outside any point's time cap: faulting in its pages takes seconds on
+  // a loaded machine, and a backend that only plans (a dry run, `mactune slurm`) never needs it.
+  void allocate_flush_buffer() {
+    if (flush_.empty()) flush_.assign(std::max<std::size_t>(2 * cpu_llc_bytes(), 64u << 20), 1);
+  }
+
   static ClockState read_clock() {
     ClockState c;
     c.mhz = mean_cpu_mhz();
