@@ -207,6 +207,15 @@ class LocalSlurm {
          << "PartitionName=" << partition() << " Nodes=" << host_
          << " Default=YES MaxTime=INFINITE State=UP\n";
     conf.close();
+    // A test run inside a job of another Slurm (a developer on a cluster) must not hand that
+    // job's settings to this cluster's commands.
+    std::vector<std::string> inherited;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      for (const char* prefix : {"SLURM_", "SBATCH_", "SQUEUE_", "SRUN_", "SALLOC_"})
+        if (kv.rfind(prefix, 0) == 0) inherited.push_back(kv.substr(0, kv.find('=')));
+    }
+    for (const auto& name : inherited) unsetenv(name.c_str());
     setenv("SLURM_CONF", (dir_ + "/slurm.conf").c_str(), 1);
     ctld_ = spawn({"slurmctld", "-D", "-i"}, dir_ + "/log/slurmctld.out");
     slurmd_ = spawn({"slurmd", "-D", "-N", host_}, dir_ + "/log/slurmd.out");
