@@ -196,7 +196,9 @@ std::string finish_script(const Plan& p, const SlurmArgs& a) {
     << "\"$mactune\" tune " << sh(p.spec) << " --backend " << p.sweep.backend
     << " --db \"$db\" --dry-run --check --quiet\n";
   if (!p.dispatch.empty()) {
-    o << "\"$mactune\" emit --db \"$db\"" << decide << " -o " << sh(p.dispatch);
+    // The report prints the summary table too: once in the log is enough.
+    o << "\"$mactune\" emit --db \"$db\"" << decide << (p.report.empty() ? "" : " -q") << " -o "
+      << sh(p.dispatch);
     if (!p.header.empty()) o << " --header " << sh(p.header);
     o << "\n";
   }

@@ -237,7 +237,7 @@ class LocalSlurm {
   }
 
   // Stops slurmd, slurmctld and munged (SIGTERM, then SIGKILL after 10 s) and removes the
-  // folder. Only the processes this object started.
+  // folder (kept when MACTUNE_KEEP_SLURM is set). Only the processes this object started.
   void stop() {
     for (pid_t* p : {&slurmd_, &ctld_, &munged_}) {
       if (*p <= 0) continue;

@@ -106,6 +106,12 @@ TEST(SlurmCluster, ArrayWithARequeuedTaskResumesAndItsTableEqualsEmit) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("reports/sweep/report.md"))) << finish_log;
   expect_finish_table_equals_emit(dir, "sweep", 3);
 
+  if (std::getenv("MACTUNE_KEEP_SLURM")) {  // the scripts, shards and logs, for a look
+    std::error_code ec;
+    std::filesystem::copy(dir.file("jobs"), slurm.dir() + "/jobs",
+                          std::filesystem::copy_options::recursive, ec);
+    std::cout << "kept " << slurm.dir() << "\n";
+  }
   std::cout << "slurm test: cluster up in " << started_s << " s, array and finish job done "
             << finished_s - started_s << " s later, " << since(t0) << " s in all\n";
 }

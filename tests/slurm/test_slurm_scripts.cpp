@@ -41,10 +41,11 @@ TEST(SlurmScripts, TheArrayAndTheFinishJobRunByHandEqualEmitAndResume) {
         "#SBATCH --account=tuning\n", " tune ", " --backend cpu --shard \"$shard/3\""})
     EXPECT_TRUE(has(tune, line)) << line << "\n" << tune;
   EXPECT_FALSE(has(tune, "--gpus-per-task")) << tune;
-  for (const char* line : {"#SBATCH --kill-on-invalid-dep=yes\n", "#SBATCH --partition=cpu\n",
-                           " db merge ", "shard-{0..2}.db -o \"$db\"", "--dry-run --check",
-                           " emit --db \"$db\" --device auto --tie-tolerance 0.05 --ties tolerance",
-                           " report --db \"$db\""})
+  for (const char* line :
+       {"#SBATCH --kill-on-invalid-dep=yes\n", "#SBATCH --partition=cpu\n", " db merge ",
+        "shard-{0..2}.db -o \"$db\"", "--dry-run --check",
+        " emit --db \"$db\" --device auto --tie-tolerance 0.05 --ties tolerance -q",
+        " report --db \"$db\""})
     EXPECT_TRUE(has(finish, line)) << line << "\n" << finish;
 
   for (int i = 0; i < 3; ++i) {
