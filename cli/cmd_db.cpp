@@ -2,7 +2,7 @@
 //   db info --db DB                        schema version, row counts, devices, runs
 //   db merge A.db B.db ... -o C.db         merge shards by natural key (idempotent)
 //   db export --db DB [--csv] [--table T] [-o FILE]
-//   db import-nsys REPORT.sqlite --db DB   kernels and NVTX ranges of an nsys export
+//   db import-nsys REPORT.sqlite --db DB   kernels, copies and NVTX ranges of an nsys export
 #include <unistd.h>
 
 #include <cstdio>
@@ -125,19 +125,22 @@ void run_import(const std::string& report, const std::string& path) {
   db::Store s = db::Store::open(path);
   const db::NsysImport r = db::import_nsys(s, report);
   if (r.already_imported) {
-    std::printf("%s: already imported (report %lld, %lld kernels, %lld ranges); nothing added\n",
-                report.c_str(), static_cast<long long>(r.report_id),
-                static_cast<long long>(r.kernels), static_cast<long long>(r.ranges));
+    std::printf(
+        "%s: already imported (report %lld: %lld kernels, %lld memcpy/memset, %lld ranges); "
+        "nothing added\n",
+        report.c_str(), static_cast<long long>(r.report_id), static_cast<long long>(r.kernels),
+        static_cast<long long>(r.memops), static_cast<long long>(r.ranges));
     return;
   }
   for (const auto& note : r.notes) std::printf("note: %s\n", note.c_str());
+  std::string version = r.nsys_version.empty() ? "" : ", nsys " + r.nsys_version;
+  if (!r.export_schema.empty()) version += ", export schema " + r.export_schema;
   std::printf(
-      "%s: %lld kernels (%lld linked to instances, %lld inside NVTX ranges), %lld NVTX ranges "
-      "(%lld linked)%s%s\n",
+      "%s: %lld kernels (%lld linked to instances, %lld inside NVTX ranges), %lld memcpy/memset, "
+      "%lld NVTX ranges and marks (%lld linked)%s\n",
       report.c_str(), static_cast<long long>(r.kernels), static_cast<long long>(r.kernels_linked),
-      static_cast<long long>(r.kernels_in_ranges), static_cast<long long>(r.ranges),
-      static_cast<long long>(r.ranges_linked), r.export_schema.empty() ? "" : ", export schema ",
-      r.export_schema.c_str());
+      static_cast<long long>(r.kernels_in_ranges), static_cast<long long>(r.memops),
+      static_cast<long long>(r.ranges), static_cast<long long>(r.ranges_linked), version.c_str());
 }
 
 struct DbOptions {
@@ -175,7 +178,8 @@ void add_db(CLI::App& app) {
   exp->callback([opt] { run_export(opt->db_path, opt->table, opt->output); });
 
   auto* imp = db->add_subcommand(
-      "import-nsys", "Import kernels and NVTX ranges of an `nsys export --type sqlite` file");
+      "import-nsys",
+      "Import kernels, memcpy/memset and NVTX ranges of an `nsys export --type sqlite` file");
   imp->add_option("report", opt->report, "The .sqlite export of an nsys report")->required();
   imp->add_option("--db", opt->db_path, "Database file")->required();
   imp->callback([opt] { run_import(opt->report, opt->db_path); });

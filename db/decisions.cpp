@@ -78,8 +78,9 @@ std::string_view break_even_status_name(BreakEvenStatus s) {
 
 const std::vector<std::string>& table_names() {
   static const std::vector<std::string> names = {
-      "devices",      "builds",     "instances", "workloads",    "runs",         "measurements",
-      "best_configs", "break_even", "fidelity",  "nsys_reports", "nsys_kernels", "nsys_ranges"};
+      "devices",      "builds",       "instances",  "workloads", "runs",
+      "measurements", "best_configs", "break_even", "fidelity",  "nsys_reports",
+      "nsys_kernels", "nsys_memops",  "nsys_ranges"};
   return names;
 }
 

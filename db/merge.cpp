@@ -119,6 +119,10 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
        join_by("nsys_reports", "report_id", "p", "content_hash", false) +
            join_instance("instance_id", "i", true),
        "ON CONFLICT (report_id, seq) DO NOTHING"},
+      {"nsys_memops",
+       {{"report_id", "p.id"}},
+       join_by("nsys_reports", "report_id", "p", "content_hash", false),
+       "ON CONFLICT (report_id, kind, seq) DO NOTHING"},
       {"nsys_ranges",
        {{"report_id", "p.id"}, {"instance_id", "i.id"}},
        join_by("nsys_reports", "report_id", "p", "content_hash", false) +

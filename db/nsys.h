@@ -1,22 +1,21 @@
-// Import of Nsight Systems reports (`nsys export --type sqlite`): the kernel and NVTX rows,
-// linked to kernel instances by name.
+// Import of Nsight Systems reports (`nsys export --type sqlite`): kernels, memcpy/memset
+// operations and NVTX ranges, linked to kernel instances by name.
 //
-// What is read (tables are created lazily by nsys and columns vary between versions, so every
-// table and column is probed; see docs/database.md):
-//   CUPTI_ACTIVITY_KIND_KERNEL   start, end, demangledName/shortName (ids into StringIds), and
-//                                when present deviceId, streamId, correlationId, globalPid,
-//                                grid/block dims, registers, shared memory, graphNodeId
+// Every export version is read by learning the file (db/nsys_export.h): its tables, their
+// columns, its NVTX event-type ids. What is read (docs/database.md lists it in full):
+//   CUPTI_ACTIVITY_KIND_KERNEL   start, end, demangledName/shortName (ids into StringIds, or
+//                                text in the oldest exports), and when present deviceId,
+//                                streamId, correlationId, globalPid, grid/block, registers,
+//                                shared memory, graphNodeId
+//   CUPTI_ACTIVITY_KIND_MEMCPY / _MEMSET   start, end, bytes, copy and memory kinds, value
 //   CUPTI_ACTIVITY_KIND_RUNTIME  correlationId, globalTid, start: the launching call
-//   NVTX_EVENTS                  start, end, eventType (59 push/pop, 60 start/end, 34 mark,
-//                                75 domain create), text or textId, domainId, globalTid
-//   META_DATA_EXPORT, TARGET_INFO_SESSION_START_TIME   export schema version, time anchor
+//   NVTX_EVENTS                  start, end, eventType, text or textId, domainId, globalTid
+//   META_DATA_EXPORT or EXPORT_META_DATA, TARGET_INFO_SESSION_START_TIME, TARGET_INFO_GPU
 //
 // Linking: a row names an instance when one of its tokens (maximal runs of [A-Za-z0-9_]) is
 // the canonical name of an instance stored in the database. A kernel whose own name does not
-// is attributed through its launch: the runtime call with the same correlation id gives the
-// thread and time, and the innermost NVTX range open on that thread at that time (the launch,
-// not the kernel's GPU time, which may run later) is the kernel's `nvtx_range`; the nearest
-// enclosing range that names an instance links it.
+// is linked through its launch (db/nsys_timeline.h): the nearest enclosing NVTX range that
+// names an instance.
 //
 // A report is identified by the hash of its bytes: importing it again adds nothing.
 #pragma once
@@ -33,11 +32,13 @@ struct NsysImport {
   Id report_id = 0;
   bool already_imported = false;
   std::int64_t kernels = 0;
+  std::int64_t memops = 0;             // memcpy and memset operations
   std::int64_t ranges = 0;             // NVTX ranges and marks (domain/category events skipped)
   std::int64_t kernels_linked = 0;     // with an instance (by name or through a range)
   std::int64_t kernels_in_ranges = 0;  // with an enclosing NVTX range at launch
   std::int64_t ranges_linked = 0;
-  std::string export_schema;         // META_DATA_EXPORT's EXPORT_SCHEMA_VERSION, if any
+  std::string export_schema;         // EXPORT_SCHEMA_VERSION, if the file has it
+  std::string nsys_version;          // EXPORT_PRODUCT_VERSION, if the file has it
   std::vector<std::string> notes{};  // what the report lacked, one line each
 };
 

@@ -1,5 +1,7 @@
 #include "db/schema.h"
 
+#include "db/nsys_schema.h"
+
 namespace mactune::db {
 namespace {
 
@@ -285,6 +287,7 @@ const std::vector<Migration>& builtin_migrations() {
   static const std::vector<Migration> m = {
       {1, "devices, builds, instances, workloads, runs, measurements, decisions, fidelity, nsys",
        [](Connection& c) { c.exec(kSchemaV1); }},
+      {2, "nsys: memcpy/memset rows, launch times and range rows of kernels", apply_nsys_schema_v2},
   };
   return m;
 }

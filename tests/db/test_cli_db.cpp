@@ -84,7 +84,9 @@ TEST(Db_Cli, MergeInfoExportEndToEnd) {
 
   r = mactune(dir, {"db", "info", "--db", dir.file("all.db")});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("schema    version 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("schema    version " + std::to_string(latest_version(builtin_migrations()))),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("measurements 8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("finished 2"), std::string::npos) << r.out;
 
@@ -171,6 +173,23 @@ TEST(Db_Cli, ImportNsysReportsCountsAndIsIdempotent) {
   r = mactune(dir, {"db", "import-nsys", dir.file("r.sqlite"), "--db", dir.file("a.db")});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("already imported"), std::string::npos) << r.out;
+}
+
+TEST(Db_Cli, NsysImportAndSummaryOfARealExport) {
+  TempDir dir;
+  const std::string report =
+      std::string(MACTUNE_TEST_DATA_DIR) + "/saxpy-mpi-cuda-perlmutter.sqlite";
+  Result r = mactune(dir, {"db", "import-nsys", report, "--db", dir.file("a.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(
+      r.out.find("5 kernels (0 linked to instances, 5 inside NVTX ranges), 15 memcpy/memset,"
+                 " 22 NVTX ranges and marks (0 linked), nsys 2022.2.1.31, export schema 2.9.1"),
+      std::string::npos)
+      << r.out;
+  r = mactune(dir, {"db", "import-nsys", report, "--db", dir.file("a.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("already imported"), std::string::npos) << r.out;
+
 }
 
 }  // namespace

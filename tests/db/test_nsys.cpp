@@ -1,6 +1,8 @@
-// nsys import on small synthetic SQLite files with the columns of `nsys export --type sqlite`
-// (see docs/database.md): names through StringIds, registered NVTX strings, domains, launch
-// attribution through the runtime table, idempotence and the error cases.
+// nsys import on one logical profile written in the tables of every export variant
+// (tests/db/nsys_fixtures.h): names through StringIds or inline, registered NVTX strings,
+// domains, eventType ids from ENUM tables or the historical ones, launches recorded twice
+// under one correlation id, correlation ids repeated across processes, idempotence, merge,
+// and the error cases.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -9,112 +11,67 @@
 #include "db/merge.h"
 #include "db/nsys.h"
 #include "tests/db/fixtures.h"
+#include "tests/db/nsys_fixtures.h"
 
 namespace mactune::db {
 namespace {
 
+using testing::ExportSchema;
+using testing::SynthOp;
+using testing::SynthRange;
 using testing::TempDir;
 
 constexpr const char* kAttend = "attend_cuda_hd128_g4_t64_s2_bf16";
 constexpr const char* kMatch = "match_cuda_hd128_k512_bf16";
 constexpr const char* kFull = "full_cuda_hd128_g4_bf16";
+constexpr std::int64_t kPid = 4242, kTid = 4243, kTid2 = 4250, kPidB = 5000, kTidB = 5001;
 
-constexpr std::int64_t kPid = 4242;
-constexpr std::int64_t kTid = 4243, kTid2 = 4250;
-constexpr std::int64_t global_tid(std::int64_t pid, std::int64_t tid) {
-  return (pid << 24) | tid;
-}
-const std::int64_t kT = global_tid(kPid, kTid), kT2 = global_tid(kPid, kTid2);
-const std::int64_t kGlobalPid = kPid << 24;
+const std::string kMatchKernel = "void mactune::cuda::match_kernel<MatchConfig<128, 512>>(Params)";
+const std::string kAttendKernel =
+    "void mactune::cuda::attend_kernel<AttendConfig<128, 4, 64, 2>>(Params)";
 
-constexpr const char* kNsysTables = R"sql(
-CREATE TABLE StringIds (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
-CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT);
-CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER NOT NULL, end INTEGER NOT NULL,
-  deviceId INTEGER NOT NULL, contextId INTEGER NOT NULL, streamId INTEGER NOT NULL,
-  correlationId INTEGER, globalPid INTEGER, demangledName INTEGER NOT NULL,
-  shortName INTEGER NOT NULL, mangledName INTEGER, launchType INTEGER, cacheConfig INTEGER,
-  registersPerThread INTEGER NOT NULL, gridX INTEGER NOT NULL, gridY INTEGER NOT NULL,
-  gridZ INTEGER NOT NULL, blockX INTEGER NOT NULL, blockY INTEGER NOT NULL,
-  blockZ INTEGER NOT NULL, staticSharedMemory INTEGER NOT NULL,
-  dynamicSharedMemory INTEGER NOT NULL, localMemoryPerThread INTEGER NOT NULL,
-  localMemoryTotal INTEGER NOT NULL, gridId INTEGER NOT NULL, sharedMemoryExecuted INTEGER,
-  graphNodeId INTEGER, sharedMemoryLimitConfig INTEGER);
-CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER NOT NULL, end INTEGER NOT NULL,
-  eventClass INTEGER NOT NULL, globalTid INTEGER, correlationId INTEGER, nameId INTEGER NOT NULL,
-  returnValue INTEGER NOT NULL, callchainId INTEGER);
-CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
-  rangeId INTEGER, category INTEGER, color INTEGER, text TEXT, globalTid INTEGER,
-  endGlobalTid INTEGER, textId INTEGER, domainId INTEGER, uint64Value INTEGER,
-  int64Value INTEGER, doubleValue REAL, uint32Value INTEGER, int32Value INTEGER,
-  floatValue REAL, jsonTextId INTEGER, jsonText TEXT);
-INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '3.11.1');
-INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1764435187000000000, '', '');
-)sql";
+// One decode step on thread T (and an attend launch on T2) under nested NVTX ranges of domain
+// "mactune", a second process whose correlation ids collide with the first's, a memcpy and a
+// memset; partial-range variants add a range still open when the capture ended (written last,
+// so the rows before it keep their positions in every variant).
+testing::SynthProfile variant_profile() {
+  testing::SynthProfile p;
+  const auto range = [&](SynthRange::Kind k, std::int64_t s, std::optional<std::int64_t> e,
+                         const std::string& name, std::int64_t tid, bool registered = false,
+                         std::int64_t domain = 1, std::int64_t pid = kPid) {
+    p.ranges.push_back({k, s, e, name, pid, tid, domain, registered});
+  };
+  range(SynthRange::domain_create, 0, {}, "mactune", kTid);
+  range(SynthRange::category, 0, {}, "phases", kTid);
+  range(SynthRange::start_end, 50, 20000, "step 3", kTid);
+  range(SynthRange::push_pop, 100, 10000, "tune hd128_b4_c32768 b=4 ctx=32768 hit=0.9", kTid);
+  range(SynthRange::push_pop, 200, 900, std::string("match/") + kMatch, kTid, true);
+  range(SynthRange::push_pop, 1000, 2000, std::string("attend/") + kAttend, kTid, true);
+  range(SynthRange::push_pop, 1100, 1200, "plan", kTid);
+  range(SynthRange::mark, 5000, {}, "checkpoint", kTid, false, 0);
+  range(SynthRange::push_pop, 0, 100000, std::string("attend/") + kAttend, kTid2, true);
+  range(SynthRange::domain_create, 0, {}, "rank1", kTidB, false, 1, kPidB);
+  range(SynthRange::push_pop, 0, 50000, "rank 1 step", kTidB, false, 1, kPidB);
+  range(SynthRange::push_only, 30000, {}, "open range", kTid);
 
-class Report {
- public:
-  explicit Report(const std::string& path) : c_(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) {}
-  void exec(const std::string& sql) { c_.exec(sql); }
-  std::int64_t string_id(const std::string& s) {
-    auto q = c_.prepare("INSERT INTO StringIds (value) VALUES (?1)");
-    q.bind(1, s).run();
-    return c_.last_insert_rowid();
-  }
-  // An NVTX event; `registered` stores the name through textId with text NULL.
-  void nvtx(int type, std::int64_t start, std::optional<std::int64_t> end, const std::string& name,
-            std::int64_t gtid, bool registered = false, std::int64_t domain = 0) {
-    auto q = c_.prepare(
-        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
-    q.bind(1, start).bind(2, end).bind(3, type);
-    if (registered)
-      q.bind_null(4).bind(6, string_id(name));
-    else
-      q.bind(4, name).bind_null(6);
-    q.bind(5, gtid).bind(7, domain).run();
-  }
-  // A kernel with its launching runtime call (at `launch` on thread `gtid`, when given).
-  void kernel(const std::string& name, std::int64_t start, std::int64_t correlation,
-              std::optional<std::int64_t> launch, std::int64_t gtid = 0) {
-    const std::int64_t sid = string_id(name);
-    auto q = c_.prepare(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?1, ?2, 0, 1, 7, ?3, ?4, ?5, ?5, NULL,"
-        " 0, 0, 96, 132, 8, 1, 128, 1, 1, 0, 49152, 0, 0, 1, 49152, NULL, 0)");
-    q.bind(1, start).bind(2, start + 250).bind(3, correlation).bind(4, kGlobalPid);
-    q.bind(5, sid).run();
-    if (!launch) return;
-    auto r = c_.prepare(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?1, ?2, 1, ?3, ?4, 0, 0, NULL)");
-    r.bind(1, *launch).bind(2, *launch + 5).bind(3, gtid).bind(4, correlation).run();
-  }
-
- private:
-  Connection c_;
-};
-
-// One decode step on thread T (and one attend launch on T2) under nested NVTX ranges.
-void write_report(const std::string& path) {
-  Report r(path);
-  r.exec(kNsysTables);
-  r.nvtx(75, 0, std::nullopt, "mactune", kT, false, 1);  // domain create
-  r.nvtx(33, 0, std::nullopt, "category", kT);           // skipped
-  r.nvtx(60, 50, 20000, "step 3", kT, false, 1);
-  r.nvtx(59, 100, 10000, "tuner point b=4 ctx=32768", kT, false, 1);
-  r.nvtx(59, 200, 900, std::string(kMatch) + ":match", kT, true, 1);
-  r.nvtx(59, 1000, 2000, std::string(kAttend) + ":attend", kT, true, 1);
-  r.nvtx(59, 1100, 1200, "plan", kT, false, 1);
-  r.nvtx(34, 5000, std::nullopt, "checkpoint", kT);
-  r.nvtx(59, 0, 100000, std::string(kAttend) + ":attend", kT2, true, 1);
-  r.kernel("void mactune::cuda::match_kernel<MatchConfig<128, 512>>(Params)", 400, 11, 300, kT);
-  r.kernel("void mactune::cuda::attend_kernel<AttendConfig<128, 4, 64, 2>>(Params)", 1300, 12, 1150,
-           kT);
-  r.kernel(std::string("void ") + kFull + "(Params)", 5100, 13, 5000, kT);
-  r.kernel("void other_kernel()", 15100, 14, 15000, kT);
-  r.kernel("void lost_kernel()", 16000, 99, std::nullopt);
-  r.kernel("void mactune::cuda::attend_kernel<AttendConfig<128, 4, 64, 2>>(Params)", 600, 17, 500,
-           kT2);
+  const auto op = [&](SynthOp::Kind k, std::int64_t start, const std::string& name,
+                      std::int64_t corr, std::optional<std::int64_t> launch, std::int64_t tid,
+                      bool nested = false, std::int64_t pid = kPid) {
+    SynthOp o{k, start, start + 250, name, pid, corr, launch, tid, nested};
+    o.bytes = k == SynthOp::memcpy ? 1 << 20 : 4096;
+    p.ops.push_back(o);
+  };
+  op(SynthOp::kernel, 400, kMatchKernel, 11, 300, kTid);
+  op(SynthOp::kernel, 1300, kAttendKernel, 12, 1150, kTid, true);
+  op(SynthOp::kernel, 5100, std::string("void ") + kFull + "(Params)", 13, 5000, kTid);
+  op(SynthOp::kernel, 15100, "void other_kernel()", 14, 15000, kTid);
+  op(SynthOp::kernel, 16000, "void lost_kernel()", 99, std::nullopt, kTid);
+  op(SynthOp::kernel, 600, kAttendKernel, 17, 500, kTid2);
+  op(SynthOp::kernel, 31000, "void late_kernel()", 18, 30500, kTid);
+  op(SynthOp::kernel, 800, "void rank1_kernel()", 11, 700, kTidB, true, kPidB);
+  op(SynthOp::memcpy, 260, "", 20, 250, kTid, true);
+  op(SynthOp::memset, 1180, "", 21, 1120, kTid);
+  return p;
 }
 
 Store store_with_instances(const std::string& path) {
@@ -130,6 +87,7 @@ struct KernelRow {
   std::int64_t duration, pid, tid;
 };
 
+// Kernels by name (suffixed "@T2" for the launch on the second thread).
 std::map<std::string, KernelRow> kernels_by_name(const Store& s) {
   auto q = s.connection().prepare(
       "SELECT k.name, COALESCE(i.name, ''), COALESCE(k.nvtx_range, '<none>'),"
@@ -142,87 +100,207 @@ std::map<std::string, KernelRow> kernels_by_name(const Store& s) {
   return out;
 }
 
-TEST(Db_NsysImport, KernelsAndRangesLinkedByNameAndLaunch) {
+// Every imported row as text, without the rows only partial-range variants have.
+std::string dump(const Store& s) {
+  std::string out;
+  const auto add = [&](const std::string& sql) {
+    auto q = s.connection().prepare(sql);
+    while (q.step()) {
+      for (int c = 0; c < q.column_count(); ++c) {
+        if (c > 0) out += '|';
+        out += q.text(c);
+      }
+      out += "\n";
+    }
+  };
+  add("SELECT k.seq, k.start_ns, k.end_ns, k.name, COALESCE(i.name, ''), k.pid, k.launch_tid,"
+      " k.launch_start_ns, k.correlation_id, COALESCE(k.nvtx_range, ''), k.nvtx_range_seq,"
+      " k.stream_id FROM nsys_kernels k LEFT JOIN instances i ON i.id = k.instance_id"
+      " WHERE k.name != 'void late_kernel()' ORDER BY k.seq");
+  add("SELECT seq, kind, start_ns, end_ns, name, domain, pid, tid FROM nsys_ranges"
+      " WHERE name != 'open range' ORDER BY seq");
+  add("SELECT kind, seq, start_ns, end_ns, bytes, copy_kind, launch_tid, launch_start_ns,"
+      " nvtx_range, nvtx_range_seq FROM nsys_memops ORDER BY kind, seq");
+  return out;
+}
+
+class Db_NsysSchemas : public ::testing::TestWithParam<ExportSchema> {};
+
+TEST_P(Db_NsysSchemas, EveryRowOnceAttributedByLaunch) {
   TempDir dir;
-  write_report(dir.file("report.sqlite"));
+  const std::string report = dir.file("report.sqlite");
+  testing::write_export(report, GetParam(), variant_profile());
   Store s = store_with_instances(dir.file("a.db"));
-  const NsysImport r = import_nsys(s, dir.file("report.sqlite"));
+  const NsysImport r = import_nsys(s, report);
+  const bool partial = testing::has_partial_ranges(GetParam());
   EXPECT_FALSE(r.already_imported);
-  EXPECT_EQ(r.export_schema, "3.11.1");
-  EXPECT_EQ(r.kernels, 6);
-  EXPECT_EQ(r.ranges, 7);  // 6 ranges + 1 mark; domain and category events skipped
+  EXPECT_EQ(r.kernels, 8);
+  EXPECT_EQ(r.memops, 2);
+  EXPECT_EQ(r.ranges, partial ? 9 : 8);  // 7 ranges + 1 mark (+ the open one)
   EXPECT_EQ(r.ranges_linked, 3);
   EXPECT_EQ(r.kernels_linked, 4);
-  EXPECT_EQ(r.kernels_in_ranges, 5);
-  EXPECT_TRUE(r.notes.empty());
+  EXPECT_EQ(r.kernels_in_ranges, partial ? 7 : 6);
 
   const auto k = kernels_by_name(s);
-  ASSERT_EQ(k.size(), 6u);
-  const auto& match = k.at("void mactune::cuda::match_kernel<MatchConfig<128, 512>>(Params)");
+  ASSERT_EQ(k.size(), 8u);
+  const auto& match = k.at(kMatchKernel);
   EXPECT_EQ(match.instance, kMatch);
-  EXPECT_EQ(match.range, std::string(kMatch) + ":match");
+  EXPECT_EQ(match.range, std::string("match/") + kMatch);
   EXPECT_EQ(match.duration, 250);
   EXPECT_EQ(match.pid, kPid);
   EXPECT_EQ(match.tid, kTid);
-  // Launched inside "plan" inside the attend range: innermost is "plan", the instance is
-  // the nearest enclosing range that names one.
-  const auto& attend =
-      k.at("void mactune::cuda::attend_kernel<AttendConfig<128, 4, 64, 2>>(Params)");
+  // Launched inside "plan" inside the attend range: innermost is "plan", the instance is the
+  // nearest enclosing range that names one. Its launch is recorded twice (inner row first).
+  const auto& attend = k.at(kAttendKernel);
   EXPECT_EQ(attend.instance, kAttend);
   EXPECT_EQ(attend.range, "plan");
-  // Its own name links it; its launch time (5000) falls in the tuner point range.
+  // Its own name links it; its launch (5000) falls in the tuner range.
   const auto& full = k.at(std::string("void ") + kFull + "(Params)");
   EXPECT_EQ(full.instance, kFull);
-  EXPECT_EQ(full.range, "tuner point b=4 ctx=32768");
-  const auto& other = k.at("void other_kernel()");
-  EXPECT_EQ(other.instance, "");
-  EXPECT_EQ(other.range, "step 3");  // the start/end range is the only one open at 15000
-  const auto& lost = k.at("void lost_kernel()");
-  EXPECT_EQ(lost.instance, "");
-  EXPECT_EQ(lost.range, "<none>");
-  EXPECT_EQ(
-      k.at("void mactune::cuda::attend_kernel<AttendConfig<128, 4, 64, 2>>(Params)@T2").instance,
-      kAttend);
+  EXPECT_EQ(full.range, "tune hd128_b4_c32768 b=4 ctx=32768 hit=0.9");
+  EXPECT_EQ(k.at("void other_kernel()").range, "step 3");  // only the process range is open
+  EXPECT_EQ(k.at("void lost_kernel()").range, "<none>");
+  EXPECT_EQ(k.at("void lost_kernel()").instance, "");
+  EXPECT_EQ(k.at(kAttendKernel + "@T2").instance, kAttend);
+  EXPECT_EQ(k.at("void late_kernel()").range, partial ? "open range" : "<none>");
+  // Correlation id 11 exists in both processes: each kernel finds its own process's launch.
+  EXPECT_EQ(k.at("void rank1_kernel()").range, "rank 1 step");
+  EXPECT_EQ(k.at("void rank1_kernel()").pid, kPidB);
 
-  auto q = s.connection().prepare(
+  const auto& c = s.connection();
+  auto q = c.prepare(
       "SELECT kind, start_ns, end_ns IS NULL, domain, tid FROM nsys_ranges WHERE name = ?1");
-  q.bind(1, std::string(kMatch) + ":match");  // a registered string: text was NULL
+  q.bind(1, std::string("match/") + kMatch);  // registered: text NULL, name through textId
   ASSERT_TRUE(q.step());
   EXPECT_EQ(q.text(0), "push_pop");
   EXPECT_EQ(q.int64(1), 200);
   EXPECT_EQ(q.int64(2), 0);
   EXPECT_EQ(q.text(3), "mactune");
   EXPECT_EQ(q.int64(4), kTid);
-  EXPECT_EQ(s.connection().scalar_int(
-                "SELECT COUNT(*) FROM nsys_ranges WHERE kind = 'mark' AND end_ns IS NULL"),
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_ranges WHERE kind = 'mark' AND end_ns IS NULL"
+                         " AND domain = '' AND name = 'checkpoint'"),
             1);
-  EXPECT_EQ(s.connection().scalar_int("SELECT session_start_utc_ns FROM nsys_reports"),
-            1764435187000000000);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_ranges WHERE name = 'rank 1 step'"
+                         " AND domain = 'rank1' AND pid = 5000"),
+            1);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_ranges WHERE kind = 'start_end'"), 1);
+  if (partial) {
+    EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_ranges WHERE name = 'open range'"
+                           " AND kind = 'push_pop' AND end_ns IS NULL"),
+              1);
+  }
+  // The memcpy (launch at 250, recorded twice) in the match range, the memset in "plan".
+  auto m = c.prepare(
+      "SELECT kind, bytes, copy_kind, nvtx_range, launch_start_ns FROM nsys_memops ORDER BY kind");
+  ASSERT_TRUE(m.step());
+  EXPECT_EQ(m.text(0), "memcpy");
+  EXPECT_EQ(m.int64(1), 1 << 20);
+  EXPECT_EQ(m.text(2), "Host-to-Device");
+  EXPECT_EQ(m.text(3), std::string("match/") + kMatch);
+  EXPECT_EQ(m.int64(4), 250);
+  ASSERT_TRUE(m.step());
+  EXPECT_EQ(m.text(0), "memset");
+  EXPECT_EQ(m.text(3), "plan");
+  EXPECT_FALSE(m.step());
+  // The kernel's range row is the one it names, even where names repeat.
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_kernels k JOIN nsys_ranges g"
+                         " ON g.report_id = k.report_id AND g.seq = k.nvtx_range_seq"
+                         " WHERE g.name = k.nvtx_range AND g.start_ns <= k.launch_start_ns"),
+            partial ? 7 : 6);
+
+  // Twice in a row: nothing added.
+  const NsysImport again = import_nsys(s, report);
+  EXPECT_TRUE(again.already_imported);
+  EXPECT_EQ(again.report_id, r.report_id);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_kernels"), 8);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_memops"), 2);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_reports"), 1);
 }
 
-TEST(Db_NsysImport, ReimportAddsNothingMergeKeepsLinks) {
+// Whatever tables carried them, the same profile imports to the same rows.
+TEST_P(Db_NsysSchemas, SameRowsAsTheOldestLayout) {
   TempDir dir;
-  write_report(dir.file("report.sqlite"));
+  const auto import_dump = [&](ExportSchema schema, const std::string& name) {
+    testing::write_export(dir.file(name + ".sqlite"), schema, variant_profile());
+    Store s = store_with_instances(dir.file(name + ".db"));
+    import_nsys(s, dir.file(name + ".sqlite"));
+    return dump(s);
+  };
+  const std::string oldest = import_dump(ExportSchema::nsys2020, "oldest");
+  ASSERT_NE(oldest.find("rank 1 step"), std::string::npos);
+  EXPECT_EQ(import_dump(GetParam(), "this"), oldest);
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, Db_NsysSchemas,
+                         ::testing::Values(ExportSchema::nsys2020, ExportSchema::real_2_9_1,
+                                           ExportSchema::v2_enums, ExportSchema::v3_16,
+                                           ExportSchema::remapped, ExportSchema::text_names),
+                         [](const auto& p) { return testing::schema_name(p.param); });
+
+TEST(Db_NsysImport, MergeKeepsEveryRowAndLink) {
+  TempDir dir;
+  testing::write_export(dir.file("report.sqlite"), ExportSchema::v3_16, variant_profile());
   {
     Store s = store_with_instances(dir.file("a.db"));
     import_nsys(s, dir.file("report.sqlite"));
-    const NsysImport again = import_nsys(s, dir.file("report.sqlite"));
-    EXPECT_TRUE(again.already_imported);
-    EXPECT_EQ(again.kernels, 6);
-    EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_kernels"), 6);
-    EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_reports"), 1);
   }
   Store b = Store::open(dir.file("b.db"));
-  EXPECT_EQ(merge_into(b, dir.file("a.db")).of("nsys_kernels"), 6);
+  const MergeStats first = merge_into(b, dir.file("a.db"));
+  EXPECT_EQ(first.of("nsys_kernels"), 8);
+  EXPECT_EQ(first.of("nsys_memops"), 2);
+  EXPECT_EQ(first.of("nsys_ranges"), 9);
   EXPECT_EQ(merge_into(b, dir.file("a.db")).total(), 0);
   EXPECT_EQ(kernels_by_name(b).at(std::string("void ") + kFull + "(Params)").instance, kFull);
-  EXPECT_EQ(b.connection().scalar_int("SELECT COUNT(*) FROM nsys_ranges"), 7);
 }
 
-TEST(Db_NsysImport, OlderExportWithTextNamesAndNoRuntimeOrNvtx) {
+// Reports imported by a v1 database stay, with NULL where v2 added columns; new ones import.
+TEST(Db_NsysImport, Version1DatabaseMigratesKeepingImportedReports) {
+  TempDir dir;
+  const std::vector<Migration> v1 = {builtin_migrations().front()};
+  {
+    Store s = Store::open(dir.file("a.db"), {.migrations = &v1});
+    s.connection().exec(
+        "INSERT INTO nsys_reports (content_hash, path, kernels, ranges, imported_at)"
+        " VALUES ('0123', 'old.sqlite', 1, 0, '2026-11-30T00:00:00Z');"
+        "INSERT INTO nsys_kernels (report_id, seq, start_ns, end_ns, name)"
+        " VALUES (1, 1, 10, 30, 'old_kernel')");
+  }
+  Store s = Store::open(dir.file("a.db"));
+  EXPECT_EQ(s.schema_version(), 2);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_kernels"
+                                      " WHERE launch_start_ns IS NULL AND nvtx_range_seq IS NULL"),
+            1);
+  testing::write_export(dir.file("r.sqlite"), ExportSchema::v3_16, variant_profile());
+  EXPECT_EQ(import_nsys(s, dir.file("r.sqlite")).kernels, 8);
+}
+
+// A decode loop of 1000 steps: every kernel and copy once, each in its phase and its step.
+TEST(Db_NsysImport, DecodeLoopAtScaleEveryOperationOnceInItsStep) {
+  TempDir dir;
+  testing::write_export(dir.file("r.sqlite"), ExportSchema::real_2_9_1,
+                        testing::decode_profile(1000, 9));
+  Store s = Store::open(dir.file("a.db"));
+  const NsysImport r = import_nsys(s, dir.file("r.sqlite"));
+  EXPECT_EQ(r.kernels, 9000);
+  EXPECT_EQ(r.memops, 1000);
+  EXPECT_EQ(r.ranges, 4000);
+  EXPECT_EQ(r.kernels_in_ranges, 9000);
+  const auto& c = s.connection();
+  // Each kernel's innermost range is a phase, the one its name says, in its own step.
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_kernels k JOIN nsys_ranges g"
+                         " ON g.report_id = k.report_id AND g.seq = k.nvtx_range_seq"
+                         " WHERE instr(k.name, g.name || '_kernel') > 0"
+                         " AND g.start_ns / 100000 = k.launch_start_ns / 100000"),
+            9000);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_memops WHERE nvtx_range = 'step'"), 1000);
+  EXPECT_TRUE(import_nsys(s, dir.file("r.sqlite")).already_imported);
+  EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_kernels"), 9000);
+}
+
+TEST(Db_NsysImport, OldestLayoutWithoutRuntimeOrNvtx) {
   TempDir dir;
   {
-    Report r(dir.file("old.sqlite"));
+    Connection r(dir.file("old.sqlite"), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
     r.exec(
         "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, shortName TEXT);"
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 30, 'match_cuda_hd128_k512_bf16');"
@@ -233,11 +311,11 @@ TEST(Db_NsysImport, OlderExportWithTextNamesAndNoRuntimeOrNvtx) {
   EXPECT_EQ(r.kernels, 2);
   EXPECT_EQ(r.kernels_linked, 1);
   EXPECT_EQ(r.ranges, 0);
-  EXPECT_EQ(r.notes.size(), 2u);  // no NVTX table, no runtime correlation
+  EXPECT_EQ(r.notes.size(), 2u) << ::testing::PrintToString(r.notes);  // no NVTX, no API calls
   EXPECT_EQ(kernels_by_name(s).at("memset").duration, 5);
 }
 
-TEST(Db_NsysImport, BadReportsAreRefusedNamingTheProblem) {
+TEST(Db_NsysImport, BadReportsAreRefusedInOneLineNamingWhatIsMissing) {
   TempDir dir;
   Store s = store_with_instances(dir.file("a.db"));
   const auto expect_error = [&](const std::string& path, const std::string& needle) {
@@ -246,7 +324,13 @@ TEST(Db_NsysImport, BadReportsAreRefusedNamingTheProblem) {
       ADD_FAILURE() << "expected an InputError for " << path;
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
+  };
+  const auto make = [&](const std::string& name, const std::string& sql) {
+    Connection r(dir.file(name), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    r.exec(sql);
+    return dir.file(name);
   };
   expect_error(dir.file("missing.sqlite"), "does not exist");
   {
@@ -254,21 +338,21 @@ TEST(Db_NsysImport, BadReportsAreRefusedNamingTheProblem) {
     f << "nsys-rep files are not SQLite; this text is not either. It is long enough.\n";
   }
   expect_error(dir.file("text.sqlite"), "not an SQLite file");
-  {
-    Report r(dir.file("other.sqlite"));
-    r.exec("CREATE TABLE results (x INTEGER)");
-  }
-  expect_error(dir.file("other.sqlite"), "not an nsys SQLite export");
-  {
-    Report r(dir.file("no_type.sqlite"));
-    r.exec("CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, text TEXT)");
-  }
-  expect_error(dir.file("no_type.sqlite"), "'eventType'");
-  {
-    Report r(dir.file("no_name.sqlite"));
-    r.exec("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER)");
-  }
-  expect_error(dir.file("no_name.sqlite"), "neither 'demangledName' nor 'shortName'");
+  expect_error(make("other.sqlite", "CREATE TABLE results (x INTEGER)"),
+               "not an nsys SQLite export");
+  expect_error(make("no_type.sqlite", "CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER)"),
+               "table NVTX_EVENTS has no column 'eventType'");
+  expect_error(make("no_name.sqlite", "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end)"),
+               "neither 'demangledName' nor 'shortName'");
+  expect_error(make("no_end.sqlite",
+                    "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, shortName TEXT)"),
+               "CUPTI_ACTIVITY_KIND_KERNEL has no column 'end'");
+  expect_error(
+      make("no_strings.sqlite",
+           "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, shortName INT);"
+           "CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT);"
+           "INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_SCHEMA_VERSION', '2.9.1')"),
+      "holds ids into StringIds, but the file has no StringIds table (export schema 2.9.1");
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_reports"), 0);
 }
 

@@ -47,9 +47,11 @@ void write_db(const std::string& path, int n) {
   }
 }
 
-std::vector<Migration> with_v2(std::function<void(Connection&)> step) {
+// This build's migrations plus one more step (the next version).
+const int kNext = latest_version(builtin_migrations()) + 1;
+std::vector<Migration> with_next(std::function<void(Connection&)> step) {
   std::vector<Migration> m = builtin_migrations();
-  m.push_back({2, "test: measurements.gpu_temp_c", std::move(step)});
+  m.push_back({kNext, "test: measurements.gpu_temp_c", std::move(step)});
   return m;
 }
 
@@ -67,20 +69,20 @@ TEST(Db_Migrations, LaterStepAppliesOnceKeepingData) {
   TempDir dir;
   const std::string path = dir.file("a.db");
   write_db(path, 5);
-  const auto v2 =
-      with_v2([](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN gpu_temp_c REAL"); });
+  const auto v2 = with_next(
+      [](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN gpu_temp_c REAL"); });
   {
     Store s = Store::open(path, {.migrations = &v2});
-    EXPECT_EQ(s.schema_version(), 2);
+    EXPECT_EQ(s.schema_version(), kNext);
     EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 5);
     EXPECT_EQ(
         s.connection().scalar_int("SELECT COUNT(*) FROM measurements WHERE gpu_temp_c IS NULL"), 5);
   }
   {  // Opening again applies nothing (ALTER TABLE twice would fail).
     Store s = Store::open(path, {.migrations = &v2});
-    EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM schema_version"), 2);
+    EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM schema_version"), kNext);
   }
-  // This build (v1) refuses the newer file, read-write and read-only.
+  // This build refuses the newer file, read-write and read-only.
   expect_input_error([&] { Store::open(path); }, "newer than this mactune");
   expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only}); }, "newer");
 }
@@ -89,13 +91,13 @@ TEST(Db_Migrations, FailingStepRollsBackToThePreviousVersion) {
   TempDir dir;
   const std::string path = dir.file("a.db");
   write_db(path, 3);
-  const auto bad = with_v2([](Connection& c) {
+  const auto bad = with_next([](Connection& c) {
     c.exec("CREATE TABLE half_done (x INTEGER)");
     c.exec("ALTER TABLE no_such_table ADD COLUMN y REAL");
   });
   EXPECT_THROW(Store::open(path, {.migrations = &bad}), SqliteError);
   Store s = Store::open(path);
-  EXPECT_EQ(s.schema_version(), 1);
+  EXPECT_EQ(s.schema_version(), kNext - 1);
   EXPECT_FALSE(s.connection().table_exists("half_done"));
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 3);
 }
@@ -104,7 +106,7 @@ TEST(Db_Migrations, ReadOnlyOpenNeverMigrates) {
   TempDir dir;
   const std::string path = dir.file("a.db");
   write_db(path, 1);
-  const auto v2 = with_v2([](Connection& c) { c.exec("CREATE TABLE extra_v2 (x INTEGER)"); });
+  const auto v2 = with_next([](Connection& c) { c.exec("CREATE TABLE extra_v2 (x INTEGER)"); });
   const std::string before = read_bytes(path);
   expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only, .migrations = &v2}); },
                      "open it once for writing");
