@@ -286,9 +286,17 @@ void run_profile(const ProfileArgs& a) {
     o.output = a.nsys_output;
     o.cuda = a.backend == "cuda";
     std::cout << prof::nsys_command(loop_command(a), o) << '\n';
-    std::cerr << "# then: nsys stats --report cuda_gpu_kern_sum,nvtx_sum " << a.nsys_output
-              << ".nsys-rep   and   mactune db import-nsys " << a.nsys_output
-              << ".sqlite --db mactune.db\n";
+    // The loop's ranges name phases and instances, not the workload: the summary is told it,
+    // so the kernels find their tune point in the tuner's database (docs/profiling.md).
+    std::ostringstream w;
+    w << "b=" << a.shape.batch << " ctx=" << a.context;
+    if (a.hit_rate) w << " hit=" << *a.hit_rate;
+    w << " K=" << a.mac.ring_capacity << " r=" << a.mac.band;
+    std::cerr << "# then: mactune nsys summary " << prof::shell_quote(a.nsys_output + ".sqlite")
+              << " --db mactune.db --workload " << prof::shell_quote(w.str()) << '\n'
+              << "#   (mactune db import-nsys " << prof::shell_quote(a.nsys_output + ".sqlite")
+              << " --db mactune.db keeps its rows; nsys stats --report cuda_gpu_kern_sum,nvtx_sum "
+              << prof::shell_quote(a.nsys_output + ".nsys-rep") << " is nsys' own view)\n";
     return;
   }
   if (a.backend == "cpu") {

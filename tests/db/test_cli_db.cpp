@@ -190,6 +190,30 @@ TEST(Db_Cli, NsysImportAndSummaryOfARealExport) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("already imported"), std::string::npos) << r.out;
 
+  r = mactune(dir, {"nsys", "summary", report, "--db", dir.file("a.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("saxpy(double *, double *, double *, double, int)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("memcpy Host-to-Device"), std::string::npos) << r.out;
+  r = mactune(dir, {"nsys", "summary", report, "--json", "--range", "saxpy"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("\"range_pattern\": \"saxpy\""), std::string::npos) << r.out;
+  r = mactune(dir, {"nsys", "summary", report, "--markdown", "--top", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("| --- |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("more rows"), std::string::npos) << r.out;
+
+  expect_one_line_error(mactune(dir, {"nsys", "summary", dir.file("none.sqlite")}),
+                        "does not exist");
+  expect_one_line_error(mactune(dir, {"nsys", "summary", report, "--db", dir.file("no.db")}),
+                        "does not exist");
+  {
+    std::ofstream f(dir.file("text.sqlite"));
+    f << "this is not an SQLite file, and it is long enough to be read as one.\n";
+  }
+  expect_one_line_error(mactune(dir, {"nsys", "summary", dir.file("text.sqlite")}),
+                        "not an SQLite file");
 }
 
 }  // namespace

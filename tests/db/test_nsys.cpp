@@ -10,6 +10,7 @@
 
 #include "db/merge.h"
 #include "db/nsys.h"
+#include "db/nsys_summary.h"
 #include "tests/db/fixtures.h"
 #include "tests/db/nsys_fixtures.h"
 
@@ -270,6 +271,9 @@ TEST(Db_NsysImport, Version1DatabaseMigratesKeepingImportedReports) {
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_kernels"
                                       " WHERE launch_start_ns IS NULL AND nvtx_range_seq IS NULL"),
             1);
+  const NsysSummary old = summarize_nsys(s, 1, {});
+  EXPECT_EQ(old.kernels, 1);
+  EXPECT_DOUBLE_EQ(old.kernel_ns, 20);
   testing::write_export(dir.file("r.sqlite"), ExportSchema::v3_16, variant_profile());
   EXPECT_EQ(import_nsys(s, dir.file("r.sqlite")).kernels, 8);
 }
@@ -293,6 +297,11 @@ TEST(Db_NsysImport, DecodeLoopAtScaleEveryOperationOnceInItsStep) {
                          " AND g.start_ns / 100000 = k.launch_start_ns / 100000"),
             9000);
   EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_memops WHERE nvtx_range = 'step'"), 1000);
+  const NsysSummary sum = summarize_nsys(s, r.report_id, {.range_pattern = "step"});
+  ASSERT_EQ(sum.range_rows.size(), 1u);
+  EXPECT_EQ(sum.range_rows[0].instances, 1000);
+  EXPECT_EQ(sum.range_rows[0].kernels, 9000);
+  EXPECT_EQ(sum.range_rows[0].gaps.count, 8000);
   EXPECT_TRUE(import_nsys(s, dir.file("r.sqlite")).already_imported);
   EXPECT_EQ(c.scalar_int("SELECT COUNT(*) FROM nsys_kernels"), 9000);
 }

@@ -1,0 +1,72 @@
+// `mactune nsys`: read Nsight Systems reports.
+//   nsys summary REPORT.sqlite [--db DB] [--range PATTERN] [--workload FIELDS]
+//                [--markdown | --json] [--top N]
+// What the GUI is otherwise opened for: kernels, mactune instances (with the bandwidth of the
+// matching tune point of DB), copies and NVTX ranges with the kernels launched inside them and
+// the GPU gaps between those (db/nsys_summary.h). DB is only read.
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/registry.h"
+#include "db/nsys_summary.h"
+
+namespace mactune::cli {
+namespace {
+
+struct NsysArgs {
+  std::string report;
+  std::string db_path;
+  std::string range;
+  std::string workload;
+  bool json = false;
+  bool markdown = false;
+  std::size_t top = 20;
+};
+
+void run_summary(const NsysArgs& a) {
+  std::optional<db::Store> tune;
+  if (!a.db_path.empty()) tune = db::Store::open(a.db_path, {.mode = db::OpenMode::read_only});
+  const db::NsysSummary s = db::summarize_nsys_report(
+      a.report,
+      {.range_pattern = a.range, .tune_db = tune ? &*tune : nullptr, .workload = a.workload});
+  if (a.json) {
+    std::cout << db::nsys_summary_json(s);
+    return;
+  }
+  db::print_nsys_summary(
+      std::cout, s, a.markdown ? db::NsysTableStyle::markdown : db::NsysTableStyle::plain, a.top);
+}
+
+void add_nsys(CLI::App& app) {
+  auto a = std::make_shared<NsysArgs>();
+  auto* nsys =
+      app.add_subcommand("nsys", "Read Nsight Systems reports (`nsys export --type sqlite`)");
+  nsys->require_subcommand(1);
+  auto* sum = nsys->add_subcommand(
+      "summary",
+      "Kernels, mactune instances, copies and NVTX ranges of a report: counts, total/mean/p50/p99 "
+      "time, shares, launch gaps, achieved bandwidth");
+  sum->add_option("report", a->report, "The .sqlite export of an nsys report")->required();
+  sum->add_option("--db", a->db_path,
+                  "The tuner's database: links kernels to its instances and tune points (read "
+                  "only)");
+  sum->add_option("--range", a->range,
+                  "Only NVTX ranges whose name (or name@domain) matches this glob, and the GPU "
+                  "work launched inside them");
+  sum->add_option("--workload", a->workload,
+                  "Workload fields for kernels no enclosing NVTX range names, to find their tune "
+                  "point: 'b=8 ctx=131072 hit=1 K=512 r=256' (mactune profile --nsys prints it)");
+  auto* json = sum->add_flag("--json", a->json, "Everything as JSON (times in ns), for scripts");
+  sum->add_flag("--markdown", a->markdown, "Markdown tables instead of plain columns")
+      ->excludes(json);
+  sum->add_option("--top", a->top, "Rows per table (JSON has them all)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sum->callback([a] { run_summary(*a); });
+}
+
+const bool registered = register_command("nsys", add_nsys);
+
+}  // namespace
+}  // namespace mactune::cli
