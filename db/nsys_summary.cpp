@@ -28,6 +28,7 @@ struct Op {
   std::string name;  // kernel name, or "memcpy <kind>" / "memset"
   std::string instance, family;
   std::int64_t bytes = 0;
+  std::string launch;  // kernels: "2x1x1 x 512x1x1" (grid x block)
 };
 
 struct RangeRec {
@@ -199,12 +200,14 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
   {
     auto q = c.prepare(
         "SELECT k.start_ns, k.end_ns, k.gpu, k.pid, k.launch_tid, k.launch_start_ns, k.name,"
-        " COALESCE(i.name, ''), COALESCE(i.family, '') FROM nsys_kernels k"
+        " COALESCE(i.name, ''), COALESCE(i.family, ''), CASE WHEN k.grid_x IS NULL THEN ''"
+        " ELSE k.grid_x || 'x' || k.grid_y || 'x' || k.grid_z || ' x ' || k.block_x || 'x' ||"
+        " k.block_y || 'x' || k.block_z END FROM nsys_kernels k"
         " LEFT JOIN instances i ON i.id = k.instance_id WHERE k.report_id = ?1 ORDER BY k.seq");
     q.bind(1, report_id);
     while (q.step())
       ops.push_back({true, q.int64(0), q.int64(1), q.opt_int64(2), q.opt_int64(3), q.opt_int64(4),
-                     q.opt_int64(5), q.text(6), q.text(7), q.text(8), 0});
+                     q.opt_int64(5), q.text(6), q.text(7), q.text(8), 0, q.text(9)});
     auto m = c.prepare(
         "SELECT start_ns, end_ns, gpu, pid, launch_tid, launch_start_ns,"
         " kind || CASE WHEN copy_kind != '' THEN ' ' || copy_kind ELSE '' END, COALESCE(bytes, 0)"
@@ -212,7 +215,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
     m.bind(1, report_id);
     while (m.step())
       ops.push_back({false, m.int64(0), m.int64(1), m.opt_int64(2), m.opt_int64(3), m.opt_int64(4),
-                     m.opt_int64(5), m.text(6), "", "", m.int64(7)});
+                     m.opt_int64(5), m.text(6), "", "", m.int64(7), ""});
   }
   std::vector<RangeRec> ranges;
   {
@@ -297,6 +300,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
   std::map<std::pair<std::string, std::string>, std::vector<double>> kernel_times;
   std::map<std::pair<std::string, std::string>, std::vector<double>> instance_times;
   std::map<std::string, std::string> family_of;
+  std::map<std::pair<std::string, std::string>, std::string> launch_of;  // "mixed" if they differ
   std::map<std::string, std::pair<std::vector<double>, std::int64_t>> memop_times;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (!selected_op[i]) continue;
@@ -309,6 +313,8 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
       continue;
     }
     kernel_times[{op.name, op.instance}].push_back(dur);
+    auto [l, fresh] = launch_of.try_emplace({op.name, op.instance}, op.launch);
+    if (!fresh && l->second != op.launch) l->second = "mixed";
     if (op.instance.empty()) continue;
     std::vector<std::size_t> chain = op_ranges[i];
     std::sort(chain.begin(), chain.end(), [&](std::size_t a, std::size_t b) {
@@ -321,7 +327,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
     family_of[op.instance] = op.family;
   }
   for (auto& [key, times] : kernel_times) {
-    NsysKernelRow row{key.first, key.second, duration_stats(std::move(times))};
+    NsysKernelRow row{key.first, key.second, launch_of[key], duration_stats(std::move(times))};
     row.share = out.kernel_ns > 0 ? row.time.total_ns / out.kernel_ns : 0;
     out.kernel_rows.push_back(std::move(row));
   }

@@ -40,6 +40,7 @@ DurationStats duration_stats(std::vector<double> ns);
 struct NsysKernelRow {
   std::string name;      // demangled
   std::string instance;  // the linked instance's canonical name, "" when none
+  std::string launch;    // grid x block, "2x1x1 x 512x1x1" ("mixed" when launches differ)
   DurationStats time;
   double share = 0;  // of the kernel time summarized, 0..1
 };

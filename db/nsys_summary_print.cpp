@@ -173,11 +173,13 @@ void print_nsys_summary(std::ostream& out, const NsysSummary& s, NsysTableStyle 
 
   const auto say = [&](const std::string& line) { out << (md ? "" : "  ") << line << '\n'; };
   heading(out, style, "Kernels (by total GPU time)");
-  Table k({"time %", "total ms", "count", "mean us", "p50 us", "p99 us", "instance", "name"},
-          {false, false, false, false, false, false, true, true});
+  Table k({"time %", "total ms", "count", "mean us", "p50 us", "p99 us", "grid x block", "instance",
+           "name"},
+          {false, false, false, false, false, false, true, true, true});
   for (const auto& r : s.kernel_rows)
     k.add({pct(r.share), ms(r.time.total_ns), std::to_string(r.time.count), us(r.time.mean_ns),
-           us(r.time.p50_ns), us(r.time.p99_ns), r.instance.empty() ? "-" : r.instance, r.name});
+           us(r.time.p50_ns), us(r.time.p99_ns), r.launch.empty() ? "-" : r.launch,
+           r.instance.empty() ? "-" : r.instance, r.name});
   if (k.empty())
     say("none");
   else
@@ -283,7 +285,8 @@ std::string nsys_summary_json(const NsysSummary& s) {
     << json_array(s.domains, [](const std::string& d) { return json_string(d); }) << "},\n";
   o << "  \"kernels\": " << json_array(s.kernel_rows, [](const NsysKernelRow& r) {
     return "{\"name\": " + json_string(r.name) + ", \"instance\": " + json_string(r.instance) +
-           ", \"time\": " + json_stats(r.time) + ", \"share\": " + json_number(r.share) + "}";
+           ", \"launch\": " + json_string(r.launch) + ", \"time\": " + json_stats(r.time) +
+           ", \"share\": " + json_number(r.share) + "}";
   }) << ",\n";
   o << "  \"instances\": " << json_array(s.instance_rows, [](const NsysInstanceRow& r) {
     std::string tp = "null";

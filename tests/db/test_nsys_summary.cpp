@@ -253,6 +253,7 @@ TEST(Db_NsysSummary, RealSaxpyExport) {
   ASSERT_EQ(s.kernel_rows.size(), 1u);
   EXPECT_EQ(s.kernel_rows[0].name, "saxpy(double *, double *, double *, double, int)");
   EXPECT_DOUBLE_EQ(s.kernel_rows[0].share, 1.0);
+  EXPECT_EQ(s.kernel_rows[0].launch, "2x1x1 x 512x1x1");
   ASSERT_EQ(s.memop_rows.size(), 2u);
   EXPECT_EQ(s.memop_rows[0].kind, "memcpy Host-to-Device");
   EXPECT_EQ(s.memop_rows[0].time.count, 10);
