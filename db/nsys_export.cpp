@@ -105,10 +105,13 @@ std::string Export::name_expr(const std::string& table, const std::string& alias
   if (!has(table, column)) return "NULL";
   const std::string ref = alias + "." + sql_ident(column);
   if (!has("StringIds")) {
-    const std::string& type = columns_.at(table).at(column);
-    MACTUNE_REQUIRE(type.find("INT") == std::string::npos, "nsys report '", path_, "': ", table,
-                    ".", column, " holds ids into StringIds, but the file has no StringIds table (",
-                    describe(), ")");
+    // Ids with nothing to resolve them are refused; text (the oldest layout) or only NULLs
+    // are read as they are.
+    const bool ids = c_.scalar_int("SELECT EXISTS (SELECT 1 FROM " + sql_ident(table) +
+                                   " WHERE typeof(" + sql_ident(column) + ") = 'integer')") != 0;
+    MACTUNE_REQUIRE(!ids, "nsys report '", path_, "': ", table, ".", column,
+                    " holds ids into StringIds, but the file has no StringIds table (", describe(),
+                    ")");
     return "CAST(" + ref + " AS TEXT)";
   }
   require("StringIds", "id");

@@ -359,10 +359,17 @@ TEST(Db_NsysImport, BadReportsAreRefusedInOneLineNamingWhatIsMissing) {
   expect_error(
       make("no_strings.sqlite",
            "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, shortName INT);"
+           "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 3);"
            "CREATE TABLE EXPORT_META_DATA (name TEXT, value TEXT);"
            "INSERT INTO EXPORT_META_DATA VALUES ('EXPORT_SCHEMA_VERSION', '2.9.1')"),
       "holds ids into StringIds, but the file has no StringIds table (export schema 2.9.1");
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_reports"), 0);
+  // An INT column holding text (SQLite's affinity keeps it) needs no StringIds.
+  const NsysImport text = import_nsys(
+      s, make("int_text.sqlite",
+              "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INT, end INT, shortName INT);"
+              "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 'k_kernel')"));
+  EXPECT_EQ(text.kernels, 1);
 }
 
 TEST(Db_NsysImport, InstanceTokensMatchWholeWordsOnly) {
