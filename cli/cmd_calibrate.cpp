@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/registry.h"
+#include "schedules/dispatch_table.h"
 #include "tuner/replay/calibrate.h"
 #include "tuner/replay/fidelity_store.h"
 
@@ -33,7 +34,7 @@ struct CalibrateArgs {
   std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
   int threads = 0;
   std::optional<double> rope_theta;
-  std::string output, db;
+  std::string output, db, json;
 };
 
 std::string budget_text(double x) {
@@ -146,9 +147,13 @@ void run_calibrate(const CalibrateArgs& a) {
     print_layer(lc, opt);
     done.push_back(lc);
     tuner::save_layer_schedule(a.output, tuner::calibration_schedule(done, opt, ptrs), comment);
+    if (!a.json.empty())
+      sched::detail::write_atomically(a.json, tuner::calibration_json(done, opt, ptrs),
+                                      "calibration JSON");
   };
   tuner::calibrate(ptrs, a.layers, opt, cb);
   std::printf("wrote %s (%zu layer(s))\n", a.output.c_str(), done.size());
+  if (!a.json.empty()) std::printf("wrote %s\n", a.json.c_str());
   if (db) std::printf("stored %d fidelity row(s) in %s\n", db->recorded(), db->path().c_str());
 }
 
@@ -185,6 +190,8 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
   cmd->add_option("--rope-theta", a->rope_theta, "RoPE base (default: each trace's metadata)");
   cmd->add_option("--db", a->db, "Store every (trace, layer, setting) in the fidelity table");
+  cmd->add_option("--json", a->json,
+                  "Write every point and pick as JSON (rewritten after each layer)");
   cmd->callback([a] { run_calibrate(*a); });
 }
 

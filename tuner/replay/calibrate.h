@@ -72,4 +72,11 @@ LayerSchedule calibration_schedule(const std::vector<LayerCalibration>& result,
                                    const CalibrationOptions& opt,
                                    const std::vector<const DecodeTrace*>& traces);
 
+// The JSON of a calibration (`mactune calibrate --json`): {"traces": [{trace, path, sha256}],
+// "metric", "max_err", "against_ref", "layers": [{layer, traces, pick (index or null), chosen
+// {K, r, tau, ...}, points: [replay_json's entry fields + err, within_budget, pareto]}]}.
+std::string calibration_json(const std::vector<LayerCalibration>& result,
+                             const CalibrationOptions& opt,
+                             const std::vector<const DecodeTrace*>& traces);
+
 }  // namespace mactune::tuner

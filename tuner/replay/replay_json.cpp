@@ -1,6 +1,8 @@
-// JSON of replay results: the document `mactune replay --json` writes.
+// JSON of replay and calibration results: the documents `mactune replay --json` and
+// `mactune calibrate --json` write (and mactune.replay / mactune.calibrate return in Python).
 #include <nlohmann/json.hpp>
 
+#include "tuner/replay/calibrate.h"
 #include "tuner/replay/replay.h"
 
 namespace mactune::tuner {
@@ -18,6 +20,39 @@ ordered_json error_json(const ErrorStats& e) {
           {"pairs", e.count}};
 }
 
+// One point's settings and figures: an entry of `layers` in both documents.
+ordered_json point_json(const ReplaySettings& settings, const Fidelity& f, double seconds) {
+  const MacParams& mac = settings.mac;
+  ordered_json e;
+  e["layer"] = f.layer;
+  e["engine"] = settings.engine_label();
+  e["instance"] = f.instance;
+  e["K"] = mac.ring_capacity;
+  e["r"] = mac.band;
+  e["tau"] = mac.tau;
+  e["pick"] = pick_rule_name(mac.pick);
+  e["min_context"] = mac.min_context;
+  e["summary_dtype"] = dtype_name(mac.summary_dtype);
+  e["rectify"] = rectify_name(mac.rectify);
+  e["accept_eps"] = mac.accept_eps;
+  e["kv_dtype"] = dtype_name(settings.kv_dtype);
+  e["steps"] = f.steps;
+  e["eligible_steps"] = f.eligible_steps;
+  e["hit_rate"] = f.hit_rate;
+  e["group_all_hit_rate"] = f.group_all_hit_rate;
+  e["group_mixed_rate"] = f.group_mixed_rate;
+  e["skip_ratio"] = f.skip_ratio;
+  e["head_skip_ratio"] = f.head_skip_ratio;
+  e["gate_reject_rate"] = f.gate_reject_rate;
+  e["guard_fires"] = f.guard_fires;
+  e["rel_err"] = error_json(f.rel_err);
+  e["rel_err_vs_ref"] = f.rel_err_vs_ref ? error_json(*f.rel_err_vs_ref) : ordered_json(nullptr);
+  e["full_vs_ref_max"] =
+      f.full_vs_ref_max < 0 ? ordered_json(nullptr) : ordered_json(f.full_vs_ref_max);
+  if (seconds >= 0) e["seconds"] = seconds;
+  return e;
+}
+
 }  // namespace
 
 std::string replay_json(const DecodeTrace& trace, const std::vector<ReplayPoint>& points) {
@@ -27,37 +62,48 @@ std::string replay_json(const DecodeTrace& trace, const std::vector<ReplayPoint>
   doc["sha256"] = trace.sha256();
   doc["rope_theta"] = trace.rope_theta();
   ordered_json layers = ordered_json::array();
-  for (const ReplayPoint& pt : points) {
-    const MacParams& mac = pt.settings.mac;
-    const Fidelity& f = pt.fidelity;
-    ordered_json e;
-    e["layer"] = f.layer;
-    e["engine"] = pt.settings.engine_label();
-    e["instance"] = f.instance;
-    e["K"] = mac.ring_capacity;
-    e["r"] = mac.band;
-    e["tau"] = mac.tau;
-    e["pick"] = pick_rule_name(mac.pick);
-    e["min_context"] = mac.min_context;
-    e["summary_dtype"] = dtype_name(mac.summary_dtype);
-    e["rectify"] = rectify_name(mac.rectify);
-    e["accept_eps"] = mac.accept_eps;
-    e["kv_dtype"] = dtype_name(pt.settings.kv_dtype);
-    e["steps"] = f.steps;
-    e["eligible_steps"] = f.eligible_steps;
-    e["hit_rate"] = f.hit_rate;
-    e["group_all_hit_rate"] = f.group_all_hit_rate;
-    e["group_mixed_rate"] = f.group_mixed_rate;
-    e["skip_ratio"] = f.skip_ratio;
-    e["head_skip_ratio"] = f.head_skip_ratio;
-    e["gate_reject_rate"] = f.gate_reject_rate;
-    e["guard_fires"] = f.guard_fires;
-    e["rel_err"] = error_json(f.rel_err);
-    e["rel_err_vs_ref"] = f.rel_err_vs_ref ? error_json(*f.rel_err_vs_ref) : ordered_json(nullptr);
-    e["full_vs_ref_max"] =
-        f.full_vs_ref_max < 0 ? ordered_json(nullptr) : ordered_json(f.full_vs_ref_max);
-    e["seconds"] = pt.seconds;
-    layers.push_back(std::move(e));
+  for (const ReplayPoint& pt : points)
+    layers.push_back(point_json(pt.settings, pt.fidelity, pt.seconds));
+  doc["layers"] = std::move(layers);
+  return doc.dump(2) + "\n";
+}
+
+std::string calibration_json(const std::vector<LayerCalibration>& result,
+                             const CalibrationOptions& opt,
+                             const std::vector<const DecodeTrace*>& traces) {
+  ordered_json doc;
+  ordered_json ts = ordered_json::array();
+  for (const DecodeTrace* t : traces)
+    ts.push_back({{"trace", t->name()}, {"path", t->source()}, {"sha256", t->sha256()}});
+  doc["traces"] = std::move(ts);
+  doc["metric"] = opt.metric;
+  doc["max_err"] = opt.max_err;
+  doc["against_ref"] = opt.against_ref;
+  ordered_json layers = ordered_json::array();
+  for (const LayerCalibration& lc : result) {
+    ordered_json l;
+    l["layer"] = lc.layer;
+    l["traces"] = lc.traces;
+    l["pick"] = lc.pick >= 0 ? ordered_json(lc.pick) : ordered_json(nullptr);
+    const MacParams chosen = lc.chosen(opt);
+    l["chosen"] = {{"K", chosen.ring_capacity},
+                   {"r", chosen.band},
+                   {"tau", chosen.tau},
+                   {"pick", pick_rule_name(chosen.pick)},
+                   {"min_context", chosen.min_context},
+                   {"summary_dtype", dtype_name(chosen.summary_dtype)},
+                   {"rectify", rectify_name(chosen.rectify)},
+                   {"accept_eps", chosen.accept_eps}};
+    ordered_json points = ordered_json::array();
+    for (const CalibrationPoint& p : lc.points) {
+      ordered_json e = point_json(p.settings, p.fidelity, -1);
+      e["err"] = p.err;
+      e["within_budget"] = p.within_budget;
+      e["pareto"] = p.pareto;
+      points.push_back(std::move(e));
+    }
+    l["points"] = std::move(points);
+    layers.push_back(std::move(l));
   }
   doc["layers"] = std::move(layers);
   return doc.dump(2) + "\n";
