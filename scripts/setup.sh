@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for mactune and builds it: installs the missing apt packages
-# (idempotently), configures the given CMake preset and builds it.
+# (idempotently), configures the given CMake preset and builds it. The `ci` preset also builds
+# the Python package (MACTUNE_BUILD_PYTHON): its interpreter is build/pyenv, a venv over
+# Debian's python3 that sees Debian's numpy and pytest and gets nanobind and scikit-build-core
+# (not packaged in bookworm) from PyPI, at pinned versions.
 #   scripts/setup.sh [preset]     (default: release; see CMakePresets.json)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,7 +12,8 @@ preset=${1:-release}
 packages=(cmake ninja-build g++ git pkg-config
           libyaml-cpp-dev libcli11-dev libsqlite3-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev
+          python3-dev python3-venv python3-numpy python3-pytest)
 # The `slurm` test (tests/slurm) starts a single-node Slurm of its own from these packages, in
 # a temporary folder with its own munge key; the packages' system services are not used.
 if [[ $preset == ci ]]; then
@@ -26,6 +30,16 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq -o DPkg::Lock::Timeout=600
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
     -o DPkg::Lock::Timeout=600 "${missing[@]}"
+fi
+
+if [[ $preset == ci ]]; then
+  # The interpreter the ci preset names (CMakePresets.json: Python_EXECUTABLE).
+  if [[ ! -x build/pyenv/bin/python ]]; then
+    /usr/bin/python3 -m venv --system-site-packages build/pyenv
+  fi
+  build/pyenv/bin/python -c "import nanobind, scikit_build_core" 2>/dev/null ||
+    build/pyenv/bin/python -m pip install -q --disable-pip-version-check \
+      nanobind==3.1.0 scikit-build-core==1.1.2
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

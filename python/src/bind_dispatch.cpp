@@ -1,0 +1,131 @@
+// Dispatch tables at run time (schedules/dispatch.h): load a table, select a choice.
+//
+//   d = mactune.Dispatcher("dispatch/cpu-quick.json")        # refused -> one warning, fallback
+//   c = d.select(mactune.Problem(batch=1, q_heads=32, kv_heads=8, head_dim=128), 32768, 0.9)
+//   if c.use_mac: run_mac(c.mac.instance, c.mac.ring_capacity, c.mac.band, c.mac.params)
+
+#include "python/src/common.h"
+#include "schedules/catalog.h"
+#include "schedules/dispatch.h"
+
+namespace mactune::py {
+namespace {
+
+using sched::Choice;
+using sched::Dispatcher;
+using sched::FullChoice;
+using sched::LoadOptions;
+using sched::MacChoice;
+
+// A refusal goes to `warn` (a Python callable) when given, else to stderr as in C++.
+LoadOptions load_options(bool check_device, const std::optional<DeviceFingerprint>& device,
+                         nb::object warn) {
+  LoadOptions o;
+  o.check_device = check_device;
+  if (device) o.device = *device;
+  if (!warn.is_none()) o.warn = [warn](std::string_view line) { warn(std::string(line)); };
+  return o;
+}
+
+nb::object json_to_python(const std::string& text) {
+  return nb::module_::import_("json").attr("loads")(text);
+}
+
+}  // namespace
+
+void bind_dispatch(nb::module_& m) {
+  nb::class_<FullChoice>(m, "FullChoice", "Full attention: the baseline instance.")
+      .def_ro("instance", &FullChoice::instance, "canonical instance name")
+      .def_ro("params", &FullChoice::params, "launch parameters not in the name")
+      .def("__repr__", [](const FullChoice& f) { return "FullChoice(" + f.instance + ")"; });
+  nb::class_<MacChoice>(m, "MacChoice", "MAC-Attention: the instance and its ring settings.")
+      .def_ro("instance", &MacChoice::instance, "canonical instance name")
+      .def_ro("ring_capacity", &MacChoice::ring_capacity, "K it was measured with")
+      .def_ro("band", &MacChoice::band, "r it was measured with")
+      .def_ro("tau", &MacChoice::tau, "tau it was measured with (None: the caller's own)")
+      .def_ro("params", &MacChoice::params, "launch parameters not in the name")
+      .def(
+          "mac_params",
+          [](const MacChoice& c, const MacParams& base) {
+            MacParams p = base;
+            p.ring_capacity = c.ring_capacity;
+            p.band = c.band;
+            if (c.tau) p.tau = *c.tau;
+            return p;
+          },
+          nb::arg("base") = MacParams{},
+          "`base` with this choice's K, r (and tau when the table has one): session settings.")
+      .def("__repr__", [](const MacChoice& c) { return "MacChoice(" + c.instance + ")"; });
+
+  nb::class_<Choice>(m, "Choice", "What select() answered: full attention or MAC, and how.")
+      .def_prop_ro(
+          "source",
+          [](const Choice& c) {
+            return c.source == sched::ChoiceSource::table ? "table" : "fallback";
+          },
+          "'table' or 'fallback'")
+      .def_prop_ro(
+          "entry", [](const Choice& c) { return c.entry >= 0 ? nb::cast(c.entry) : nb::none(); },
+          "index of the table entry that answered, or None")
+      .def_ro("full", &Choice::full, "always set: the full-attention kernel")
+      .def_ro("mac", &Choice::mac, "MacChoice when MAC-Attention is the choice, else None")
+      .def_ro("min_hit_rate", &Choice::min_hit_rate, "the bucket's break-even hit rate, or None")
+      .def_prop_ro("use_mac", &Choice::use_mac, "whether MAC-Attention is the choice")
+      .def_prop_ro(
+          "instance", [](const Choice& c) { return c.instance(); },
+          "the kernel to launch ('' when no instance fits the shape)")
+      .def("describe", &sched::describe, "one line, as the C++ describe() prints")
+      .def("__str__", &sched::describe)
+      .def("__repr__", [](const Choice& c) { return "<Choice " + sched::describe(c) + ">"; });
+
+  nb::class_<Dispatcher>(
+      m, "Dispatcher",
+      "A dispatch table validated against this device and build (docs/dispatch-table.md). A "
+      "table that is unreadable, malformed, from another device or naming an instance this "
+      "build lacks is refused with one warning line, and every select() then answers with "
+      "the built-in fallback; nothing raises for a bad table.")
+      .def(
+          "__init__",
+          [](Dispatcher* self, std::optional<std::filesystem::path> path, bool check_device,
+             std::optional<DeviceFingerprint> device, nb::object warn) {
+            LoadOptions o = load_options(check_device, device, warn);
+            new (self)
+                Dispatcher(path ? Dispatcher::load(*path, std::move(o)) : Dispatcher(std::move(o)));
+          },
+          nb::arg("path").none() = nb::none(), nb::kw_only(), nb::arg("check_device") = true,
+          nb::arg("device").none() = nb::none(), nb::arg("warn").none() = nb::none(),
+          "Loads the table at `path` (None: no table, the fallback only). `device`: the "
+          "fingerprint the table must match (default: this CPU; a CUDA engine passes "
+          "mactune.cuda.device_fingerprint()). `warn(line)` receives a refusal instead of "
+          "stderr.")
+      .def_static(
+          "from_text",
+          [](const std::string& text, const std::string& origin, bool check_device,
+             std::optional<DeviceFingerprint> device, nb::object warn) {
+            return Dispatcher::from_text(text, origin, load_options(check_device, device, warn));
+          },
+          nb::arg("text"), nb::arg("origin") = "<text>", nb::kw_only(),
+          nb::arg("check_device") = true, nb::arg("device").none() = nb::none(),
+          nb::arg("warn").none() = nb::none(), "The same over JSON text.")
+      .def("select", &Dispatcher::select, nb::arg("problem"), nb::arg("context"),
+           nb::arg("expected_hit_rate"),
+           "The choice for `problem` at `context` KV tokens per request (a mixed batch: the "
+           "mean) and the per-head hit rate the engine expects: a pure function of the table.")
+      .def_prop_ro("refusal", &Dispatcher::refusal, "'' unless a table was refused: its line")
+      .def_prop_ro("backend", &Dispatcher::backend, "the device's backend ('cpu' or 'cuda')")
+      .def_prop_ro(
+          "table",
+          [](const Dispatcher& d) {
+            return d.table() ? json_to_python(sched::to_json(*d.table())) : nb::none();
+          },
+          "the accepted table as a dict (its JSON), or None")
+      .def_prop_ro(
+          "instances", [](const Dispatcher& d) { return d.catalog().instances(); },
+          "the catalog: instances a table may name, in fallback preference order");
+
+  m.def(
+      "instances", [] { return sched::default_catalog().instances(); },
+      "Every kernel instance this build holds (CPU first, widest ISA first; then CUDA).");
+}
+
+}  // namespace mactune::py

@@ -1,0 +1,236 @@
+// The core value types (kernels/problem.h, forced.h, stats.h, device.h, registry.h) and the
+// array checks every binding uses.
+#include <sstream>
+
+#include "kernels/device.h"
+#include "kernels/forced.h"
+#include "kernels/problem.h"
+#include "kernels/registry.h"
+#include "kernels/stats.h"
+#include "python/src/common.h"
+
+namespace mactune::py {
+
+std::string shape_text(const AnyArray& a) {
+  std::ostringstream o;
+  o << '[';
+  for (std::size_t i = 0; i < a.ndim(); ++i) o << (i ? ", " : "") << a.shape(i);
+  o << ']';
+  return o.str();
+}
+
+std::string shape_text(std::initializer_list<std::int64_t> shape) {
+  std::ostringstream o;
+  o << '[';
+  bool first = true;
+  for (std::int64_t s : shape) {
+    o << (first ? "" : ", ");
+    if (s == kAnyExtent)
+      o << '*';
+    else
+      o << s;
+    first = false;
+  }
+  o << ']';
+  return o.str();
+}
+
+namespace {
+
+std::string dtype_text(nb::dlpack::dtype t) {
+  const char* kind = t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float)  ? "float"
+                     : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int)  ? "int"
+                     : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::UInt) ? "uint"
+                     : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat)
+                         ? "bfloat"
+                     : t.code == static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bool) ? "bool"
+                                                                                         : "?";
+  return std::string(kind) + std::to_string(t.bits);
+}
+
+bool c_contiguous(const AnyArray& a) {
+  std::int64_t expect = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect) return false;
+    expect *= static_cast<std::int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+}  // namespace
+
+void check_f32(const AnyArray& a, const char* what, std::initializer_list<std::int64_t> shape,
+               const char* dims, int device_type) {
+  if (a.device_type() != device_type)
+    input_error(what, ": the array is on device type ", a.device_type(), ", expected ",
+                device_type == nb::device::cpu::value ? "host memory (cpu)" : "a CUDA device");
+  if (a.dtype() != nb::dtype<float>())
+    input_error(what, ": expected float32, got ", dtype_text(a.dtype()),
+                " (convert once, e.g. .astype(np.float32) or .float(): mactune never copies "
+                "silently)");
+  bool ok = a.ndim() == shape.size();
+  std::size_t i = 0;
+  for (std::int64_t s : shape) {
+    if (!ok) break;
+    ok = s == kAnyExtent || static_cast<std::int64_t>(a.shape(i)) == s;
+    ++i;
+  }
+  if (!ok)
+    input_error(what, ": expected shape ", shape_text(shape), " ", dims, ", got ", shape_text(a));
+  if (!c_contiguous(a))
+    input_error(what, ": the array must be C-contiguous (np.ascontiguousarray / .contiguous())");
+}
+
+void bind_types(nb::module_& m) {
+  {
+    nb::class_<Problem> c(
+        m, "Problem",
+        "One layer's decode step: q [batch, q_heads, head_dim], KV [.., kv_heads, "
+        "head_dim] in pages of page_size tokens.");
+    Fields<Problem>(c)
+        .add("batch", &Problem::batch, "requests in the step (a session: request slots)")
+        .add("q_heads", &Problem::q_heads, "query heads Hq")
+        .add("kv_heads", &Problem::kv_heads, "KV heads Hkv (divides q_heads)")
+        .add("head_dim", &Problem::head_dim, "D")
+        .text(
+            "kv_dtype", [](const Problem& p) { return std::string(dtype_name(p.kv_dtype)); },
+            [](Problem& p, std::string_view s) { p.kv_dtype = parse_dtype(s); },
+            "KV cache storage: 'f32', 'f16' or 'bf16'")
+        .add("page_size", &Problem::page_size, "tokens per KV page")
+        .finish("Problem");
+    c.def_prop_ro("group_size", &Problem::group_size, "G = q_heads / kv_heads");
+    c.def_prop_ro("scale", &Problem::scale, "softmax scale 1/sqrt(head_dim)");
+    c.def(
+        "validate", [](const Problem& p) { return validate(p); },
+        "'' when valid, else one sentence naming the bad value.");
+  }
+  {
+    nb::class_<MacParams> c(m, "MacParams",
+                            "MAC-Attention settings of one layer (DESIGN.md section 1); defaults "
+                            "are the reference's.");
+    Fields<MacParams>(c)
+        .add("ring_capacity", &MacParams::ring_capacity, "K: ring entries per (request, head)")
+        .add("band", &MacParams::band, "r: tokens always recomputed")
+        .add("tau", &MacParams::tau, "hit iff d^2 < 2 D (1 - tau)^2; tau >= 1 disables hits")
+        .text(
+            "pick", [](const MacParams& p) { return std::string(pick_rule_name(p.pick)); },
+            [](MacParams& p, std::string_view s) { p.pick = parse_pick_rule(s); },
+            "'nearest' | 'newest' | 'normalized'")
+        .add("min_context", &MacParams::min_context, "steps with m < min_context are misses")
+        .text(
+            "summary_dtype",
+            [](const MacParams& p) { return std::string(dtype_name(p.summary_dtype)); },
+            [](MacParams& p, std::string_view s) { p.summary_dtype = parse_dtype(s); },
+            "ring summary storage: 'f32' or 'bf16'")
+        .text(
+            "rectify", [](const MacParams& p) { return std::string(rectify_name(p.rectify)); },
+            [](MacParams& p, std::string_view s) { p.rectify = parse_rectify(s); },
+            "'forward' (default) | 'subtract'")
+        .add("accept_eps", &MacParams::accept_eps, "acceptance gate: 1 = off")
+        .add("subtract_guard", &MacParams::subtract_guard, "subtract mode: removal guard")
+        .finish("MacParams");
+    c.def(
+        "validate", [](const MacParams& p) { return validate(p); },
+        "'' when valid, else one sentence naming the bad value.");
+  }
+  {
+    nb::class_<LagDistribution> c(m, "LagDistribution",
+                                  "lag = m - p of a forced hit: 'fixed' a; 'uniform' in [a, b]; "
+                                  "'normal' (mean a, sd b).");
+    Fields<LagDistribution>(c)
+        .text(
+            "kind",
+            [](const LagDistribution& l) {
+              return std::string(l.kind == LagKind::fixed     ? "fixed"
+                                 : l.kind == LagKind::uniform ? "uniform"
+                                                              : "normal");
+            },
+            [](LagDistribution& l, std::string_view s) {
+              if (s == "fixed")
+                l.kind = LagKind::fixed;
+              else if (s == "uniform")
+                l.kind = LagKind::uniform;
+              else if (s == "normal")
+                l.kind = LagKind::normal;
+              else
+                input_error("unknown lag kind '", s, "' (expected fixed, uniform or normal)");
+            },
+            "'fixed' | 'uniform' | 'normal'")
+        .add("a", &LagDistribution::a, "fixed lag, lower bound, or mean")
+        .add("b", &LagDistribution::b, "upper bound or standard deviation")
+        .finish("LagDistribution");
+  }
+  {
+    nb::class_<ForcedHits> c(m, "ForcedHits",
+                             "Benchmark mode: an exact hit quota per step; the real match scan "
+                             "still runs (kernels/forced.h).");
+    Fields<ForcedHits>(c)
+        .add("enabled", &ForcedHits::enabled, "force the decisions")
+        .add("hit_rate", &ForcedHits::hit_rate, "round(hit_rate x units) units hit per step")
+        .text(
+            "coherence",
+            [](const ForcedHits& f) { return std::string(coherence_name(f.coherence)); },
+            [](ForcedHits& f, std::string_view s) { f.coherence = parse_coherence(s); },
+            "'per-head' | 'per-group'")
+        .add("lag", &ForcedHits::lag, "LagDistribution of m - p")
+        .add("seed", &ForcedHits::seed, "draws are pure functions of (seed, step, unit)")
+        .finish("ForcedHits");
+  }
+  {
+    nb::class_<StepStats> c(m, "StepStats", "Totals of one step (or of a prefill's steps).");
+    Fields<StepStats>(c)
+        .add("kv_tokens_read", &StepStats::kv_tokens_read, "sum over groups of kv_len - begin")
+        .add("kv_tokens_total", &StepStats::kv_tokens_total, "sum over groups of kv_len")
+        .add("head_tokens_read", &StepStats::head_tokens_read, "per query head")
+        .add("head_tokens_total", &StepStats::head_tokens_total, "per query head")
+        .add("kv_bytes_read", &StepStats::kv_bytes_read, "modeled")
+        .add("ring_bytes_read", &StepStats::ring_bytes_read, "modeled")
+        .add("bytes_written", &StepStats::bytes_written, "modeled")
+        .add("eligible_heads", &StepStats::eligible_heads, "")
+        .add("hit_heads", &StepStats::hit_heads, "")
+        .add("gate_rejections", &StepStats::gate_rejections, "")
+        .add("guard_fires", &StepStats::guard_fires, "")
+        .add("eligible_groups", &StepStats::eligible_groups, "")
+        .add("groups_all_hit", &StepStats::groups_all_hit, "")
+        .add("groups_mixed", &StepStats::groups_mixed, "")
+        .add("groups_all_miss", &StepStats::groups_all_miss, "")
+        .finish("StepStats");
+    c.def_prop_ro("skip_ratio", &StepStats::skip_ratio, "1 - KV tokens read / sum of kv_len");
+    c.def_prop_ro("head_skip_ratio", &StepStats::head_skip_ratio, "the same per query head");
+    c.def_prop_ro("modeled_bytes", &StepStats::modeled_bytes, "KV + ring read + written");
+    c.def_prop_ro(
+        "hit_rate",
+        [](const StepStats& s) {
+          return s.eligible_heads ? double(s.hit_heads) / double(s.eligible_heads) : 0.0;
+        },
+        "hit heads / eligible heads");
+  }
+  {
+    nb::class_<DeviceFingerprint> c(m, "DeviceFingerprint",
+                                    "What a measurement and a dispatch table were taken on.");
+    Fields<DeviceFingerprint>(c)
+        .add("backend", &DeviceFingerprint::backend, "'cpu' or 'cuda'")
+        .add("name", &DeviceFingerprint::name, "CPU model or GPU name")
+        .add("compute_units", &DeviceFingerprint::compute_units, "logical CPUs or SMs")
+        .add("memory_mib", &DeviceFingerprint::memory_mib, "rounded down to 1 GiB")
+        .add("arch", &DeviceFingerprint::arch, "'avx512' / 'avx2' / 'generic' or 'sm_90'")
+        .add("runtime", &DeviceFingerprint::runtime, "driver / runtime versions")
+        .add("threads", &DeviceFingerprint::threads, "worker threads (CPU)")
+        .finish("DeviceFingerprint");
+    c.def("key", &DeviceFingerprint::key, "stable identity");
+    c.def("digest", &DeviceFingerprint::digest, "short hex digest of key(): tables' fingerprint");
+  }
+  m.def("cpu_fingerprint", &cpu_fingerprint, nb::arg("threads") = 0,
+        "The CPU this process runs on, with `threads` workers (0: all logical CPUs).");
+  {
+    nb::class_<InstanceInfo> c(m, "InstanceInfo", "One compiled kernel instance.");
+    Fields<InstanceInfo>(c)
+        .add("name", &InstanceInfo::name, "canonical name")
+        .add("backend", &InstanceInfo::backend, "'cpu' | 'cuda'")
+        .add("family", &InstanceInfo::family, "'mac' | 'full' | 'match' | 'attend' | 'merge'")
+        .add("config", &InstanceInfo::config, "the config fields, 'key=value,...'")
+        .finish("InstanceInfo");
+  }
+}
+
+}  // namespace mactune::py
