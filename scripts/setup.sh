@@ -13,7 +13,7 @@ packages=(cmake ninja-build g++ git pkg-config
           libyaml-cpp-dev libcli11-dev libsqlite3-dev nlohmann-json3-dev
           libgtest-dev libgmock-dev libbenchmark-dev
           clang libclang-rt-14-dev
-          python3-dev python3-venv python3-numpy python3-pytest)
+          python3-dev python3-venv python3-numpy python3-pytest libopenblas0-pthread)
 # The `slurm` test (tests/slurm) starts a single-node Slurm of its own from these packages, in
 # a temporary folder with its own munge key; the packages' system services are not used.
 if [[ $preset == ci ]]; then

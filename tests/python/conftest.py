@@ -10,9 +10,21 @@ import pytest
 SOURCE_DIR = pathlib.Path(os.environ.get("MACTUNE_SOURCE_DIR",
                                          pathlib.Path(__file__).resolve().parents[2]))
 TRACES = SOURCE_DIR / "data" / "traces"
-TINYLM = pathlib.Path(os.environ.get(
-    "MACTUNE_TINYLM", SOURCE_DIR.parent / "shared" / "data" / "models" / "tinylm" /
-    "tinylm.safetensors"))
+
+
+def _find_tinylm():
+    """$MACTUNE_TINYLM, else shared/data/models/tinylm beside the checkout or an ancestor of
+    it (the 46 MB model is never committed)."""
+    if os.environ.get("MACTUNE_TINYLM"):
+        return pathlib.Path(os.environ["MACTUNE_TINYLM"])
+    for d in SOURCE_DIR.resolve().parents:
+        p = d / "shared" / "data" / "models" / "tinylm" / "tinylm.safetensors"
+        if p.exists():
+            return p
+    return SOURCE_DIR.parent / "shared" / "data" / "models" / "tinylm" / "tinylm.safetensors"
+
+
+TINYLM = _find_tinylm()
 
 
 def random_values(rng, shape):
