@@ -51,10 +51,25 @@ void bind_dispatch(nb::module_& m) {
             p.ring_capacity = c.ring_capacity;
             p.band = c.band;
             if (c.tau) p.tau = *c.tau;
+            // MAC settings the tuner measured with travel in params (as text or numbers).
+            for (const auto& [key, value] : c.params) {
+              const auto* text = std::get_if<std::string>(&value);
+              const auto* integer = std::get_if<std::int64_t>(&value);
+              const auto* real = std::get_if<double>(&value);
+              if (key == "pick" && text) p.pick = parse_pick_rule(*text);
+              if (key == "rectify" && text) p.rectify = parse_rectify(*text);
+              if (key == "summary_dtype" && text) p.summary_dtype = parse_dtype(*text);
+              if (key == "min_context" && integer) p.min_context = static_cast<int>(*integer);
+              if (key == "accept_eps" && (real || integer))
+                p.accept_eps = real ? *real : static_cast<double>(*integer);
+            }
+            require_valid(p);
             return p;
           },
           nb::arg("base") = MacParams{},
-          "`base` with this choice's K, r (and tau when the table has one): session settings.")
+          "`base` with this choice's K, r, tau (when the table has one) and the MAC settings "
+          "in its params (pick, rectify, summary_dtype, min_context, accept_eps): the session "
+          "settings it was measured with.")
       .def("__repr__", [](const MacChoice& c) { return "MacChoice(" + c.instance + ")"; });
 
   nb::class_<Choice>(m, "Choice", "What select() answered: full attention or MAC, and how.")
