@@ -67,7 +67,8 @@ def own_table(mac_instance, full_instance, fingerprint):
              "full": {"instance": full_instance, "params": {"chunk_tokens": 256}},
              "mac": {"instance": mac_instance, "K": 512, "r": 256, "tau": 0.6,
                      "params": {"chunk_tokens": 128, "block_rows": 16, "threads": 2,
-                                "isa": "auto", "scale": 0.5, "fast": True}},
+                                "isa": "auto", "scale": 0.5, "fast": True, "pick": "newest",
+                                "min_context": 512}},
              "min_hit_rate": 0.85, "note": "written by the test"}
     return {"schema": "mactune.dispatch/1",
             "device": {"backend": "cpu", "name": "this CPU", "fingerprint": fingerprint},
@@ -90,9 +91,11 @@ def test_typed_choice_and_fallback(tmp_path):
     assert d.refusal == ""
     c = d.select(mactune.Problem(batch=2, **SHAPE), 32768, 0.9)
     assert c.use_mac and c.source == "table" and c.entry == 0 and c.min_hit_rate == 0.85
-    assert c.mac.tau == 0.6 and c.mac.mac_params().tau == 0.6
+    p = c.mac.mac_params()  # the session settings the table measured with
+    assert (c.mac.tau, p.tau, p.ring_capacity, p.band) == (0.6, 0.6, 512, 256)
+    assert (p.pick, p.min_context) == ("newest", 512)
     assert c.mac.params == {"chunk_tokens": 128, "block_rows": 16, "threads": 2, "isa": "auto",
-                            "scale": 0.5, "fast": True}
+                            "scale": 0.5, "fast": True, "pick": "newest", "min_context": 512}
     assert type(c.mac.params["chunk_tokens"]) is int and type(c.mac.params["fast"]) is bool
     below = d.select(mactune.Problem(batch=2, **SHAPE), 32768, 0.5)
     assert not below.use_mac and below.instance == full and below.min_hit_rate == 0.85
