@@ -142,6 +142,7 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
   MACTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   MACTUNE_CUDA_CHECK(cudaEventCreate(&ev_start));
   MACTUNE_CUDA_CHECK(cudaEventCreate(&ev_stop));
+  MACTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&ev_producer, cudaEventDisableTiming));
   ev_phase.resize(5, nullptr);
   for (cudaEvent_t& ev : ev_phase) MACTUNE_CUDA_CHECK(cudaEventCreate(&ev));
   lengths.assign(static_cast<std::size_t>(slots), 0);
@@ -206,6 +207,7 @@ Session::Impl::~Impl() {
     if (ev != nullptr) cudaEventDestroy(ev);
   if (ev_start != nullptr) cudaEventDestroy(ev_start);
   if (ev_stop != nullptr) cudaEventDestroy(ev_stop);
+  if (ev_producer != nullptr) cudaEventDestroy(ev_producer);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 

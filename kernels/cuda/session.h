@@ -93,6 +93,16 @@ class Session {
   const Result& step_into(std::span<const int> requests, std::span<const float> q,
                           std::span<const float> k, std::span<const float> v, std::span<float> out,
                           bool advance = true);
+  // The same step on inputs and outputs already on this session's device (e.g. a framework's
+  // CUDA tensors): q_device [n, Hq, D], k_device and v_device [n, Hkv, D] fp32, read in place
+  // by the kernels, and the outputs written to out_device [n, Hq, D] (Result::out stays empty);
+  // only the step's metadata and its decisions cross to and from the host. The step waits for
+  // the work already queued on `producer_stream` (a cudaStream_t; nullptr: the legacy default
+  // stream), i.e. for whatever wrote q, k, v, and returns when it is complete. Never captured
+  // as a graph, since its pointers change from call to call.
+  const Result& step_device(std::span<const int> requests, const float* q_device,
+                            const float* k_device, const float* v_device, float* out_device,
+                            void* producer_stream = nullptr, bool advance = true);
   // Enqueues a step without waiting (inputs are copied before it returns); wait() finishes it.
   void step_async(std::span<const int> requests, std::span<const float> q, std::span<const float> k,
                   std::span<const float> v, bool advance = true);

@@ -21,7 +21,8 @@ void Session::Impl::record(cudaEvent_t e, bool capturing) const {
 }
 
 void Session::Impl::start(std::span<const int> requests, std::span<const float> q,
-                          std::span<const float> k, std::span<const float> v, bool advance) {
+                          std::span<const float> k, std::span<const float> v, bool advance,
+                          const cudaStream_t* producer) {
   MACTUNE_REQUIRE(!pending.active, "step_async: the previous step was not waited for");
   const int n = static_cast<int>(requests.size());
   MACTUNE_REQUIRE(n >= 1 && n <= slots, "a step takes 1 to ", slots, " requests, got ", n);
@@ -49,13 +50,23 @@ void Session::Impl::start(std::span<const int> requests, std::span<const float> 
     pending.positions[static_cast<std::size_t>(b)] = m;
   }
   reinterpret_cast<StepHeader*>(host + il.header)->step = steps;
+  if (producer == nullptr) {
+    std::memcpy(host + il.q, q.data(), q.size_bytes());
+    std::memcpy(host + il.k, k.data(), k.size_bytes());
+    std::memcpy(host + il.v, v.data(), v.size_bytes());
+    pending.dev_q = pending.dev_k = pending.dev_v = nullptr;
+    pending.dev_out = nullptr;
+  } else {  // device inputs: read in place, after whatever the caller's stream queued first
+    pending.dev_q = q.data();
+    pending.dev_k = k.data();
+    pending.dev_v = v.data();
+    MACTUNE_CUDA_CHECK(cudaEventRecord(ev_producer, *producer));
+    MACTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream, ev_producer, 0));
+  }
   if (advance) ++steps;
-  std::memcpy(host + il.q, q.data(), q.size_bytes());
-  std::memcpy(host + il.k, k.data(), k.size_bytes());
-  std::memcpy(host + il.v, v.data(), v.size_bytes());
   pending.advance = advance;
   PhaseScope whole(opt.phases, Phase::step, mac() ? attend->name : full->name);
-  if (!opt.engine.graph) {
+  if (!opt.engine.graph || producer != nullptr) {
     enqueue(n, false);
   } else {
     auto it = graphs.find(n);
@@ -92,14 +103,18 @@ void Session::Impl::enqueue(int n, bool capturing) {
   char* dout = out_block.get<char>();
   const StepHeader* header = reinterpret_cast<const StepHeader*>(din + il.header);
   const StepRow* rows = reinterpret_cast<const StepRow*>(din + il.rows);
-  float* out = reinterpret_cast<float*>(dout + ol.out);
+  const bool device_io = pending.dev_q != nullptr;  // step_device: the caller's buffers
+  float* out =
+      pending.dev_out != nullptr ? pending.dev_out : reinterpret_cast<float*>(dout + ol.out);
   HeadDecision* decisions = reinterpret_cast<HeadDecision*>(dout + ol.decisions);
   std::int32_t* guard = reinterpret_cast<std::int32_t*>(dout + ol.guard);
   std::int32_t* scalars = reinterpret_cast<std::int32_t*>(dout + ol.scalars);
   PhaseSink* sink = capturing ? nullptr : opt.phases;  // a graph launch is one step span
   const bool timed = opt.engine.time_phases;
 
-  MACTUNE_CUDA_CHECK(cudaMemcpyAsync(din, in_host.get(), il.bytes, cudaMemcpyHostToDevice, stream));
+  // The header and rows always; q, k, v unless the kernels read the caller's device buffers.
+  MACTUNE_CUDA_CHECK(cudaMemcpyAsync(din, in_host.get(), device_io ? il.q : il.bytes,
+                                     cudaMemcpyHostToDevice, stream));
   if (opt.engine.poison) {  // NaN everywhere a kernel must write before anything reads it
     MACTUNE_CUDA_CHECK(cudaMemsetAsync(out, 0xff, sizeof(float) * n * q_heads * head_dim, stream));
     MACTUNE_CUDA_CHECK(cudaMemsetAsync(partial_o.get(), 0xff, partial_o.bytes(), stream));
@@ -116,9 +131,9 @@ void Session::Impl::enqueue(int n, bool capturing) {
     PhaseScope ps(sink, Phase::rope, "prepare");
     PrepareParams p;
     p.rows = rows;
-    p.q_in = reinterpret_cast<const float*>(din + il.q);
-    p.k_in = reinterpret_cast<const float*>(din + il.k);
-    p.v_in = reinterpret_cast<const float*>(din + il.v);
+    p.q_in = device_io ? pending.dev_q : reinterpret_cast<const float*>(din + il.q);
+    p.k_in = device_io ? pending.dev_k : reinterpret_cast<const float*>(din + il.k);
+    p.v_in = device_io ? pending.dev_v : reinterpret_cast<const float*>(din + il.v);
     p.q_ring_out = q_ring.get();
     p.q_rot_out = q_rot.get<float>();
     p.kv = kv_cache();
@@ -228,8 +243,10 @@ void Session::Impl::enqueue(int n, bool capturing) {
   }
   mark();
   record(ev_stop, capturing);
-  MACTUNE_CUDA_CHECK(
-      cudaMemcpyAsync(out_host.get(), dout, ol.bytes, cudaMemcpyDeviceToHost, stream));
+  // Results to the host: the outputs too, unless they went to the caller's device buffer.
+  const std::size_t from = pending.dev_out != nullptr ? ol.decisions : 0;
+  MACTUNE_CUDA_CHECK(cudaMemcpyAsync(out_host.get<char>() + from, dout + from, ol.bytes - from,
+                                     cudaMemcpyDeviceToHost, stream));
 }
 
 const Session::Result& Session::Impl::finish() {
@@ -260,12 +277,16 @@ const Session::Result& Session::Impl::finish() {
 
   const std::size_t values = static_cast<std::size_t>(n) * q_heads * head_dim;
   const float* out = reinterpret_cast<const float*>(host + ol.out);
-  if (pending.into.empty()) {
+  if (pending.dev_out != nullptr) {  // step_device: the outputs stayed on the device
+    result.out.clear();
+  } else if (pending.into.empty()) {
     result.out.assign(out, out + values);
   } else {  // step_into: straight into the caller's buffer, as the CPU session does
     std::copy(out, out + values, pending.into.begin());
     result.out.clear();
   }
+  pending.dev_q = pending.dev_k = pending.dev_v = nullptr;
+  pending.dev_out = nullptr;
   result.decisions.assign(static_cast<std::size_t>(n) * q_heads, HeadDecision{});
   if (mac()) {
     const HeadDecision* d = reinterpret_cast<const HeadDecision*>(host + ol.decisions);
@@ -303,6 +324,29 @@ const Session::Result& Session::step_into(std::span<const int> requests, std::sp
                   "step_into: out has ", out.size(), " values, expected n x q_heads x head_dim");
   impl_->start(requests, q, k, v, advance);
   impl_->pending.into = out;
+  return impl_->finish();
+}
+
+const Session::Result& Session::step_device(std::span<const int> requests, const float* q_device,
+                                            const float* k_device, const float* v_device,
+                                            float* out_device, void* producer_stream,
+                                            bool advance) {
+  MACTUNE_REQUIRE(
+      q_device != nullptr && k_device != nullptr && v_device != nullptr && out_device != nullptr,
+      "step_device: a device buffer is null");
+  const std::size_t n = requests.size();
+  const std::size_t D = static_cast<std::size_t>(impl_->head_dim);
+  const std::size_t qn = n * static_cast<std::size_t>(impl_->q_heads) * D;
+  const std::size_t kn = n * static_cast<std::size_t>(impl_->kv_heads) * D;
+  const cudaStream_t producer = static_cast<cudaStream_t>(producer_stream);
+  impl_->pending.into = {};
+  impl_->pending.dev_out = out_device;
+  try {
+    impl_->start(requests, {q_device, qn}, {k_device, kn}, {v_device, kn}, advance, &producer);
+  } catch (...) {
+    impl_->pending.dev_out = nullptr;  // a refused step leaves no device state behind
+    throw;
+  }
   return impl_->finish();
 }
 

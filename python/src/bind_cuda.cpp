@@ -1,14 +1,27 @@
 // mactune.cuda: the CUDA decode engine (kernels/cuda/session.h), compiled in a CUDA build. Its
-// API is the CPU session's. The C++ session takes its per-step inputs from host memory and
-// stages them through its own pinned buffer in one copy with the step's metadata (that is what
-// lets a whole step replay as one CUDA graph), so the arrays passed here are host arrays —
-// numpy, or torch CPU tensors (ideally pinned) — seen in place; a tensor on the GPU is refused
-// with a message saying so, never copied behind the caller's back.
+// API is the CPU session's, and step() takes either host arrays (numpy, torch CPU tensors:
+// staged by the session with the step's metadata in one pinned copy, the path a CUDA graph
+// replays) or arrays on the session's GPU (torch CUDA tensors through DLPack), which the
+// kernels read in place and write the outputs into (Session::step_device): no copy of q, k, v
+// or the outputs either way.
 #include "kernels/cuda/device.h"
 #include "kernels/cuda/session.h"
 #include "python/src/session_binding.h"
 
 namespace mactune::py {
+namespace {
+
+const std::string& cuda_step_doc() {
+  static const std::string doc =
+      std::string(kStepDoc) +
+      " Arrays on the session's GPU (torch CUDA tensors) are read in place and the outputs "
+      "written into `out` (required then); the step first waits for the work queued on "
+      "`stream` (a cudaStream_t as an int, e.g. torch.cuda.current_stream().cuda_stream; 0: the "
+      "legacy default stream) and returns when it is complete.";
+  return doc;
+}
+
+}  // namespace
 
 void bind_cuda(nb::module_& m) {
   {
@@ -60,6 +73,59 @@ void bind_cuda(nb::module_& m) {
         nb::arg("options").none() = nb::none(), nb::arg("kwargs"),
         "Session(options) or Session(shape=..., mac=..., ...).");
     bind_session_api(c, nb::device::cpu::value);
+    c.def(
+        "step",
+        [](cuda::Session& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
+           const AnyArray& v, nb::handle out, bool advance, std::uintptr_t stream) {
+          if (q.device_type() != nb::device::cuda::value)
+            return host_step(s, requests, q, k, v, out, advance, nb::device::cpu::value);
+          // Device arrays: all on the session's GPU, the outputs into `out` (required).
+          const Problem& p = s.options().shape;
+          const int dev = s.options().engine.device;
+          std::vector<int> ids;
+          const bool single = parse_requests(requests, ids);
+          const auto n = static_cast<std::int64_t>(ids.size());
+          const std::int64_t H = p.q_heads, Hk = p.kv_heads, D = p.head_dim;
+          const bool squeeze = single && q.ndim() == 2;
+          const int cuda = nb::device::cuda::value;
+          auto check = [&](const AnyArray& a, const char* what, std::int64_t heads) {
+            if (squeeze)
+              check_f32(a, what, {heads, D}, "(heads, head_dim)", cuda);
+            else
+              check_f32(a, what, {n, heads, D}, "(requests, heads, head_dim)", cuda);
+            if (a.device_id() != dev)
+              input_error(what, ": the array is on CUDA device ", a.device_id(),
+                          ", the session on device ", dev);
+          };
+          check(q, "q", H);
+          check(k, "k", Hk);
+          check(v, "v", Hk);
+          AnyArrayMut o;
+          if (out.is_none() || !nb::try_cast(out, o))
+            input_error(
+                "out: device inputs write their outputs into `out`: pass a writable "
+                "float32 CUDA array [n, q_heads, head_dim] (e.g. torch.empty_like(q))");
+          check(read_only(o), "out", H);
+          StepResult r;
+          r.out = nb::borrow(out);
+          r.rows = std::size_t(n);
+          r.q_heads = std::size_t(H);
+          r.kv_heads = std::size_t(Hk);
+          {
+            nb::gil_scoped_release unlocked;
+            const auto& res = s.step_device(
+                ids, static_cast<const float*>(q.data()), static_cast<const float*>(k.data()),
+                static_cast<const float*>(v.data()), static_cast<float*>(o.data()),
+                reinterpret_cast<void*>(stream), advance);
+            r.decisions = res.decisions;
+            r.groups = res.groups;
+            r.stats = res.stats;
+          }
+          return r;
+        },
+        nb::arg("requests"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
+        nb::arg("out").none() = nb::none(), nb::arg("advance") = true, nb::arg("stream") = 0,
+        cuda_step_doc().c_str());
     c.def("set_engine", &cuda::Session::set_engine, nb::arg("engine"),
           "New instances / launch parameters between steps (captured graphs are dropped).");
     c.def("last_step_ms", &cuda::Session::last_step_ms,

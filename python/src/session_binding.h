@@ -51,6 +51,75 @@ inline bool parse_requests(nb::handle requests, std::vector<int>& ids) {
   return false;
 }
 
+// One step of `requests` on host arrays (see the docstring of Session.step below).
+template <class S>
+StepResult host_step(S& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
+                     const AnyArray& v, nb::handle out, bool advance, int device_type) {
+  const Problem& p = s.options().shape;
+  std::vector<int> ids;
+  const bool single = parse_requests(requests, ids);
+  const auto n = static_cast<std::int64_t>(ids.size());
+  const bool squeeze = single && q.ndim() == 2;
+  const std::int64_t H = p.q_heads, Hk = p.kv_heads, D = p.head_dim;
+  if (squeeze) {
+    check_f32(q, "q", {H, D}, "(q_heads, head_dim)", device_type);
+    check_f32(k, "k", {Hk, D}, "(kv_heads, head_dim)", device_type);
+    check_f32(v, "v", {Hk, D}, "(kv_heads, head_dim)", device_type);
+  } else {
+    check_f32(q, "q", {n, H, D}, "(requests, q_heads, head_dim)", device_type);
+    check_f32(k, "k", {n, Hk, D}, "(requests, kv_heads, head_dim)", device_type);
+    check_f32(v, "v", {n, Hk, D}, "(requests, kv_heads, head_dim)", device_type);
+  }
+  StepResult r;
+  std::span<float> dst;
+  if (out.is_none()) {
+    Owned<float> buf = allocate<float>(std::size_t(n * H * D));
+    dst = {buf.data, std::size_t(n * H * D)};
+    r.out = squeeze ? nb::cast(numpy_array(std::move(buf), {std::size_t(H), std::size_t(D)}))
+                    : nb::cast(numpy_array(std::move(buf),
+                                           {std::size_t(n), std::size_t(H), std::size_t(D)}));
+  } else {
+    AnyArrayMut o;
+    if (!nb::try_cast(out, o))
+      input_error("out: expected a writable float32 array, got ",
+                  nb::cast<std::string>(nb::str(out.type().attr("__name__"))));
+    if (squeeze)
+      check_f32(read_only(o), "out", {H, D}, "(q_heads, head_dim)", device_type);
+    else
+      check_f32(read_only(o), "out", {n, H, D}, "(requests, q_heads, head_dim)", device_type);
+    dst = f32_span(o);
+    r.out = nb::borrow(out);
+  }
+  r.rows = std::size_t(n);
+  r.q_heads = std::size_t(H);
+  r.kv_heads = std::size_t(Hk);
+  {
+    nb::gil_scoped_release unlocked;
+    const auto& res = s.step_into(ids, f32_span(q), f32_span(k), f32_span(v), dst, advance);
+    r.decisions = res.decisions;
+    r.groups = res.groups;
+    r.stats = res.stats;
+  }
+  return r;
+}
+
+inline constexpr const char* kStepDoc =
+    "One decode step for `requests` (an id, or a sequence of distinct ids): pre-RoPE q "
+    "[n, q_heads, head_dim], k and v [n, kv_heads, head_dim], float32, C-contiguous (a single "
+    "id may drop the leading dimension). Appends the KV at each request's position, applies "
+    "RoPE, matches, attends and writes the ring entries. The outputs go to `out` when given "
+    "(no allocation), else to a new array. advance=False does the same work but leaves every "
+    "position where it was (timing the same step again).";
+
+// Whether the engine also steps on device buffers (cuda::Session::step_device): its binding
+// then registers a `step` of its own that takes device arrays too (bind_cuda.cpp).
+template <class S>
+inline constexpr bool kDeviceStep = requires(S& x) {
+  x.step_device(std::span<const int>{}, static_cast<const float*>(nullptr),
+                static_cast<const float*>(nullptr), static_cast<const float*>(nullptr),
+                static_cast<float*>(nullptr), static_cast<void*>(nullptr), true);
+};
+
 // Binds the shared API on `c`. `device_type`: where the engine reads its arrays from.
 template <class S>
 void bind_session_api(nb::class_<S>& c, int device_type) {
@@ -63,65 +132,16 @@ void bind_session_api(nb::class_<S>& c, int device_type) {
   c.def_prop_ro(
       "options", [](const S& s) { return s.options(); }, "The session's options (a copy).");
 
-  c.def(
-      "step",
-      [device_type](S& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
-                    const AnyArray& v, nb::handle out, bool advance) {
-        const Problem& p = s.options().shape;
-        std::vector<int> ids;
-        const bool single = parse_requests(requests, ids);
-        const auto n = static_cast<std::int64_t>(ids.size());
-        const bool squeeze = single && q.ndim() == 2;
-        const std::int64_t H = p.q_heads, Hk = p.kv_heads, D = p.head_dim;
-        if (squeeze) {
-          check_f32(q, "q", {H, D}, "(q_heads, head_dim)", device_type);
-          check_f32(k, "k", {Hk, D}, "(kv_heads, head_dim)", device_type);
-          check_f32(v, "v", {Hk, D}, "(kv_heads, head_dim)", device_type);
-        } else {
-          check_f32(q, "q", {n, H, D}, "(requests, q_heads, head_dim)", device_type);
-          check_f32(k, "k", {n, Hk, D}, "(requests, kv_heads, head_dim)", device_type);
-          check_f32(v, "v", {n, Hk, D}, "(requests, kv_heads, head_dim)", device_type);
-        }
-        StepResult r;
-        std::span<float> dst;
-        if (out.is_none()) {
-          Owned<float> buf = allocate<float>(std::size_t(n * H * D));
-          dst = {buf.data, std::size_t(n * H * D)};
-          r.out = squeeze ? nb::cast(numpy_array(std::move(buf), {std::size_t(H), std::size_t(D)}))
-                          : nb::cast(numpy_array(std::move(buf),
-                                                 {std::size_t(n), std::size_t(H), std::size_t(D)}));
-        } else {
-          AnyArrayMut o;
-          if (!nb::try_cast(out, o))
-            input_error("out: expected a writable float32 array, got ",
-                        nb::cast<std::string>(nb::str(out.type().attr("__name__"))));
-          if (squeeze)
-            check_f32(read_only(o), "out", {H, D}, "(q_heads, head_dim)", device_type);
-          else
-            check_f32(read_only(o), "out", {n, H, D}, "(requests, q_heads, head_dim)", device_type);
-          dst = f32_span(o);
-          r.out = nb::borrow(out);
-        }
-        r.rows = std::size_t(n);
-        r.q_heads = std::size_t(H);
-        r.kv_heads = std::size_t(Hk);
-        {
-          nb::gil_scoped_release unlocked;
-          const auto& res = s.step_into(ids, f32_span(q), f32_span(k), f32_span(v), dst, advance);
-          r.decisions = res.decisions;
-          r.groups = res.groups;
-          r.stats = res.stats;
-        }
-        return r;
-      },
-      nb::arg("requests"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
-      nb::arg("out").none() = nb::none(), nb::arg("advance") = true,
-      "One decode step for `requests` (an id, or a sequence of distinct ids): pre-RoPE q "
-      "[n, q_heads, head_dim], k and v [n, kv_heads, head_dim], float32, C-contiguous (a single "
-      "id may drop the leading dimension). Appends the KV at each request's position, applies "
-      "RoPE, matches, attends and writes the ring entries. The outputs go to `out` when given "
-      "(no allocation), else to a new array. advance=False does the same work but leaves every "
-      "position where it was (timing the same step again).");
+  if constexpr (!kDeviceStep<S>) {
+    c.def(
+        "step",
+        [device_type](S& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
+                      const AnyArray& v, nb::handle out, bool advance) {
+          return host_step(s, requests, q, k, v, out, advance, device_type);
+        },
+        nb::arg("requests"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
+        nb::arg("out").none() = nb::none(), nb::arg("advance") = true, kStepDoc);
+  }
 
   c.def(
       "prefill",

@@ -1,6 +1,7 @@
 // cuda::Session behaviour beyond the numerics (label gpu; Skipped without a GPU): graph
 // replay, asynchronous steps and device timing, repeatable steps, synthetic prefill with
 // forced quotas, and input errors.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,6 +30,62 @@ SessionOptions options(bool graph) {
   o.engine.poison = true;
   o.max_context = 4096;
   return o;
+}
+
+// A device buffer of floats for step_device (the test's own: the session allocates nothing).
+struct DeviceFloats {
+  float* p = nullptr;
+  explicit DeviceFloats(std::size_t n) {
+    if (cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceFloats() { cudaFree(p); }
+  void upload(const std::vector<float>& h) {
+    ASSERT_EQ(cudaMemcpy(p, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+};
+
+// Inputs and outputs on the device (what a framework's CUDA tensors are) give the host step's
+// results bit for bit, decisions included, eagerly and in a graph session alike.
+TEST(SessionCuda, DeviceBuffersEqualHostSteps) {
+  MACTUNE_REQUIRE_GPU();
+  for (const bool graph : {false, true}) {
+    Session host(options(false)), dev(options(graph));
+    Inputs in(host.options().shape, 6, 23);
+    const Problem& p = host.options().shape;
+    const std::size_t qn = std::size_t(3) * p.q_heads * p.head_dim;
+    const std::size_t kn = std::size_t(3) * p.kv_heads * p.head_dim;
+    DeviceFloats dq(qn), dk(kn), dv(kn), dout(qn);
+    ASSERT_TRUE(dq.p && dk.p && dv.p && dout.p);
+    for (int r = 0; r < 3; ++r) {
+      host.add_request();
+      dev.add_request();
+    }
+    for (int t = 0; t < 40; ++t) {
+      const std::vector<int> ids = t % 3 ? std::vector<int>{0, 1, 2} : std::vector<int>{2, 0};
+      std::vector<float> q, k, v;
+      for (int id : ids) in.next(id, q, k, v);
+      dq.upload(q);
+      dk.upload(k);
+      dv.upload(v);
+      const Session::Result a = host.step(ids, q, k, v);
+      if (t % 4 == 3) {  // host steps between device steps: the session switches paths
+        const Session::Result& c = dev.step(ids, q, k, v);
+        ASSERT_EQ(std::memcmp(a.out.data(), c.out.data(), a.out.size() * sizeof(float)), 0)
+            << "host step " << t;
+        continue;
+      }
+      const Session::Result& b = dev.step_device(ids, dq.p, dk.p, dv.p, dout.p);
+      EXPECT_TRUE(b.out.empty());
+      std::vector<float> got(a.out.size(), std::nanf(""));
+      ASSERT_EQ(cudaMemcpy(got.data(), dout.p, got.size() * sizeof(float), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      ASSERT_EQ(std::memcmp(a.out.data(), got.data(), got.size() * sizeof(float)), 0)
+          << "step " << t << (graph ? " (graph session)" : "");
+      for (std::size_t h = 0; h < a.decisions.size(); ++h)
+        ASSERT_TRUE(same_decision(a.decisions[h], b.decisions[h])) << "step " << t;
+    }
+  }
 }
 
 // The same steps eagerly and as graph replays give bit-identical results.

@@ -54,3 +54,36 @@ def test_cuda_session_without_a_gpu_raises_the_reason():
         mactune.cuda.Session(opt)
     assert str(e.value) and "\n" not in str(e.value)
     assert not isinstance(e.value, mactune.InputError)
+
+
+def test_cuda_session_steps_torch_cuda_tensors_in_place():
+    if mactune.cuda is None or mactune.cuda.gpu_status():
+        pytest.skip("no CUDA build or no usable GPU here")
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA device")
+    shape = mactune.Problem(batch=2, q_heads=8, kv_heads=2, head_dim=128, kv_dtype="bf16")
+    mac = mactune.MacParams(ring_capacity=32, band=4, tau=0.5, min_context=0)
+    host = mactune.cuda.Session(shape=shape, mac=mac, max_context=256)
+    dev = mactune.cuda.Session(shape=shape, mac=mac, max_context=256)
+    ids = [host.add_request(), host.add_request()]
+    assert [dev.add_request(), dev.add_request()] == ids
+    rng = np.random.default_rng(5)
+    motifs = rng.uniform(-1, 1, (3, 2, 8, 128)).astype(np.float32)
+    stream = torch.cuda.current_stream().cuda_stream
+    hits = 0
+    for t in range(48):
+        q = np.ascontiguousarray(motifs[t % 3] + 0.01 * rng.standard_normal((2, 8, 128)),
+                                 np.float32)
+        k, v = (rng.uniform(-1, 1, (2, 2, 128)).astype(np.float32) for _ in range(2))
+        want = host.step(ids, q, k, v)
+        qt, kt, vt = (torch.from_numpy(x).cuda() for x in (q, k, v))
+        out = torch.full_like(qt, float("nan"))
+        got = dev.step(ids, qt, kt, vt, out=out, stream=stream)
+        assert got.out is out
+        assert np.array_equal(out.cpu().numpy(), want.out)
+        assert np.array_equal(got.hit, want.hit)
+        hits += int(want.hit.sum())
+    assert hits > 0
+    with pytest.raises(mactune.InputError, match="out"):
+        dev.step(ids, qt, kt, vt)

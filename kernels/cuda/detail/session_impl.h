@@ -84,6 +84,7 @@ struct Session::Impl {
 
   cudaStream_t stream = nullptr;
   cudaEvent_t ev_start = nullptr, ev_stop = nullptr;
+  cudaEvent_t ev_producer = nullptr;  // step_device: the caller's stream, waited for
   std::vector<cudaEvent_t> ev_phase;  // after each kernel (time_phases)
 
   detail::DeviceBuffer k_pool, v_pool, page_table;
@@ -102,6 +103,9 @@ struct Session::Impl {
     bool advance = true;
     std::vector<int> ids, positions;
     std::span<float> into;  // step_into: the caller's output buffer
+    // step_device: the caller's device buffers (null for host steps).
+    const float *dev_q = nullptr, *dev_k = nullptr, *dev_v = nullptr;
+    float* dev_out = nullptr;
   } pending;
   Result result;
   std::map<int, cudaGraphExec_t> graphs;  // per batch size n
@@ -118,9 +122,11 @@ struct Session::Impl {
   RingBuffers ring() const;
   bool mac() const { return opt.mac_enabled; }
 
-  // Stages the inputs in pinned memory and enqueues the step (graph or direct).
+  // Stages the inputs in pinned memory and enqueues the step (graph or direct). With
+  // `producer` set (step_device), q, k, v are device pointers the kernels read in place, the
+  // step runs after the work queued on *producer, and never as a graph.
   void start(std::span<const int> requests, std::span<const float> q, std::span<const float> k,
-             std::span<const float> v, bool advance);
+             std::span<const float> v, bool advance, const cudaStream_t* producer = nullptr);
   // Enqueues copies and kernels of an n-row step on `stream`; `capturing` inside graph capture.
   void enqueue(int n, bool capturing);
   cudaGraphExec_t capture(int n);
