@@ -3,8 +3,10 @@
 // operations, and as a fraction of its roofline bound max(bytes / bandwidth, flops / FMA peak),
 // with both bounds probed in the same process: the FMA peak once (probe/fma_peak), the read
 // bandwidth around each point (the larger of 3-pass probes just before and just after its
-// steps, reported as probe_read_B/s: a neighbour's burst during one of them does not lower the
-// bound; probe/read_bandwidth is the same over a 1 GiB buffer, once).
+// steps: a neighbour's burst during one of them does not lower the bound). `roofline` bounds
+// the step by the bandwidth over a buffer of its own modeled bytes (probe_read_B/s: L3 where
+// the step's KV fits in it), `roofline_dram` by DRAM's (probe_dram_B/s, a buffer of 8 x LLC);
+// probe/read_bandwidth is the DRAM probe over 16 x LLC, once.
 //
 // Shape: one Llama-3.1-8B attention layer (32 query heads, 8 KV heads, head_dim 128), bf16 KV
 // in pages of 16; MAC with K = 512, r = 256, tau = 0.45, min_context 2048, forced hits (exact
@@ -127,12 +129,17 @@ void decode(benchmark::State& state, bool mac, int batch, int context, double hi
   cpu::Session& s = live().get(mac, batch, context, engine);
   if (mac) s.set_forced(forced(hit, coherence));
   const auto& ids = live().ids;
-  for (int w = 0; w < 2; ++w) s.step(ids, live().q, live().k, live().v, false);  // warm-up
   const StepStats stats = s.step(ids, live().q, live().k, live().v, false).stats;
   const double bytes = static_cast<double>(stats.modeled_bytes());
   const double flops = modeled_flops(stats, context, 512, 128);
-  // The read bandwidth of this moment: the larger of probes just before and just after.
-  const double read_before = read_bandwidth_now(3);
+  // The read bandwidth of this moment, the larger of probes just before and just after: over
+  // a buffer of the step's own size (the bound at the cache level its working set lives in)
+  // and over one far larger than the LLC (DRAM).
+  const auto ws_bytes = static_cast<std::size_t>(bytes);
+  const double ws_before = read_bandwidth_at(ws_bytes, 3);
+  const double dram_before = read_bandwidth_now(3);
+  // Warm-up after the probes, which evict the KV from the caches.
+  for (int w = 0; w < 2; ++w) s.step(ids, live().q, live().k, live().v, false);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     const auto& r = s.step(ids, live().q, live().k, live().v, false);
@@ -142,7 +149,11 @@ void decode(benchmark::State& state, bool mac, int batch, int context, double hi
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() /
       static_cast<double>(state.iterations());
   Roofline roof = machine_roofline();
-  roof.read_bytes_per_s = std::max(read_before, read_bandwidth_now(3));
+  roof.read_bytes_per_s = std::max(dram_before, read_bandwidth_now(3));
+  const double dram_bound = roof.bound_seconds(bytes, flops);
+  state.counters["probe_dram_B/s"] = roof.read_bytes_per_s;
+  state.counters["roofline_dram"] = dram_bound / per_step;
+  roof.read_bytes_per_s = std::max(ws_before, read_bandwidth_at(ws_bytes, 3));
   state.counters["probe_read_B/s"] = roof.read_bytes_per_s;
   using benchmark::Counter;
   state.counters["bytes/s"] = Counter(bytes, Counter::kIsIterationInvariantRate);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -162,6 +163,18 @@ double read_bandwidth_now(int passes) {
   static const ReadBuffer buffer(
       std::max<std::size_t>(8 * cpu_llc_bytes(), std::size_t{256} << 20));
   return buffer.measure(pool, passes, cpu::best_isa());
+}
+
+double read_bandwidth_at(std::size_t bytes, int passes) {
+  static cpu::ThreadPool pool(0);
+  static std::unique_ptr<ReadBuffer> buffer;
+  bytes = std::max<std::size_t>(bytes, std::size_t{1} << 20);
+  const double have = buffer ? static_cast<double>(buffer->words * sizeof(std::uint64_t)) : 0.0;
+  if (!buffer || std::abs(have / static_cast<double>(bytes) - 1.0) > 0.05) {
+    buffer.reset();  // never two large buffers at once
+    buffer = std::make_unique<ReadBuffer>(bytes);
+  }
+  return buffer->measure(pool, passes, cpu::best_isa());
 }
 
 double peak_fma(cpu::ThreadPool& pool, cpu::Isa isa, int passes) {

@@ -32,6 +32,11 @@ double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes, cpu:
 // benchmark point, so that its roofline uses the bandwidth the machine had at that time (on a
 // shared VM it moves by 30% from one minute to the next).
 double read_bandwidth_now(int passes);
+// The same over a buffer of `bytes` (at least 1 MiB): the bandwidth of the cache level a
+// working set of that size lives in. One buffer per process, reallocated when the size asked
+// for changes by more than 5%; on a host whose last-level cache holds a step's KV (480 MiB of
+// L3 on the Xeon VM), this is the bound that step can reach, not DRAM's.
+double read_bandwidth_at(std::size_t bytes, int passes);
 // Median over `passes` of FMA throughput with the widest ISA this CPU runs.
 double peak_fma(cpu::ThreadPool& pool, cpu::Isa isa, int passes);
 
