@@ -1,22 +1,31 @@
-// Work planning primitives: split each (request, KV head) group's span into chunks of work.
-//
-// These are pure functions over fixed-size arrays, callable on the host and on the device, so
-// that a CUDA decode step can plan inside a CUDA graph (no host round trip) with the same
-// algorithm the CPU engine and the host planner (schedules/) use. Layering: the kernels layer
-// needs the algorithm on the device, so it lives here; schedules/ owns the policy around it
-// (worker budgets from occupancy or threads, cost models, plan statistics).
+// Work planning of a decode step: split each (request, KV head) group's span into work items and
+// say which worker runs which. One algorithm and one policy for both engines: the CPU engine
+// runs it on the host, the CUDA engine inside its step (one CTA, kernels/cuda/plan_kernel.cu),
+// and kernels/plan_model.h replays its schedule on the host. Every function here is integer
+// arithmetic callable on the host and the device, so all three get bit-identical plans.
 //
 // Items of a group never straddle cache_end(m): the items below it form the new ring entry
-// (merged in order), the items above it are the tail. Chunks start at the group's begin.
+// (merged in order), the items above it are the tail. A group has two segments, [begin,
+// cache_end) and [cache_end, kv_len); an item is a piece of one segment.
+//
+// Two plans are made and the one with the smaller predicted makespan is kept (cost of an item =
+// item_cost + tokens x token_cost, workers all equal):
+//   uniform   every segment in ceil(len / chunk) equal pieces; "big" pieces (of segments longer
+//             than chunk / 2) are handed out first, then the small ones. The chunk is the best
+//             of 2 x max_waves candidates under a list-scheduling estimate that is exact for two
+//             classes of equal items. Best when there is little work per worker.
+//   balanced  the segments laid end to end on a cost axis (each starts with its item_cost) and
+//             cut into parts of equal cost, one dispatch entry per part; cuts inside a segment
+//             fall on multiples of min_chunk tokens. Best when each worker has many items' worth.
+// Dispatch: entries are ranges of items run in order by one worker. Worker c < workers starts
+// with entry c; a worker that finishes takes the next unclaimed entry (first_claim/next_claim:
+// an atomic ticket on the GPU, the pool's cursor on the CPU). Why not the three alternatives
+// alone: docs/cuda-kernels.md "Load balance".
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <span>
-#include <vector>
 
 #include "kernels/config.h"
-#include "kernels/error.h"
 
 namespace mactune {
 
@@ -29,7 +38,7 @@ struct GroupSpan {
   std::int32_t kv_len = 0;     // m + 1
 };
 
-// All G heads of one group over [kv_begin, kv_end): one CPU task or one CUDA CTA.
+// All G heads of one group over [kv_begin, kv_end): one CPU task's or one CTA's unit of work.
 struct WorkItem {
   std::int32_t group = 0;  // index into the GroupSpan array
   std::int32_t batch_index = 0;
@@ -46,276 +55,332 @@ struct GroupItems {
   std::int32_t first = 0, split = 0, last = 0;
 };
 
-MACTUNE_HD inline std::int32_t chunks_of(std::int32_t len, std::int32_t chunk) {
-  return len <= 0 ? 0 : (len + chunk - 1) / chunk;
-}
-
-// Items a group needs at chunk size `chunk`.
-MACTUNE_HD inline std::int32_t group_item_count(const GroupSpan& g, std::int32_t chunk) {
-  return chunks_of(g.cache_end - g.begin, chunk) + chunks_of(g.kv_len - g.cache_end, chunk);
-}
-
-// floor(x / d) for many x and one d, as a multiply-high instead of a division (Lemire, Kaser
-// and Kurz, "Faster remainder by direct computation", 2019): exact for all 32-bit x and d >= 1.
-// The chunk search divides every segment by the same chunk, dozens of times a plan.
-#if !defined(__CUDA_ARCH__)
-__extension__ typedef unsigned __int128
-    plan_uint128_t;  // GCC/Clang: not ISO C++, hence __extension__
-#endif
-struct ChunkDivider {
-  std::uint64_t m = 0;  // ceil(2^64 / d); 0 stands for d = 1
-  MACTUNE_HD explicit ChunkDivider(std::uint32_t d) : m(d > 1 ? ~std::uint64_t{0} / d + 1 : 0) {}
-  MACTUNE_HD std::uint32_t divide(std::uint32_t x) const {
-    if (m == 0) return x;
-#if defined(__CUDA_ARCH__)
-    return static_cast<std::uint32_t>(__umul64hi(m, x));
-#else
-    return static_cast<std::uint32_t>((static_cast<plan_uint128_t>(m) * x) >> 64);
-#endif
-  }
+// Items [first, last), run in order by one worker.
+struct DispatchEntry {
+  std::int32_t first = 0, last = 0;
 };
 
-MACTUNE_HD inline std::int64_t plan_item_count(const GroupSpan* groups, std::int32_t n,
-                                               std::int32_t chunk) {
-  // chunks_of for every segment, with one reciprocal: ceil(len / c) = floor((len + c - 1) / c).
-  const ChunkDivider div(static_cast<std::uint32_t>(chunk));
-  const std::uint32_t up = static_cast<std::uint32_t>(chunk) - 1;
-  std::int64_t total = 0;
-  for (std::int32_t i = 0; i < n; ++i) {
-    const std::int32_t a = groups[i].cache_end - groups[i].begin;
-    const std::int32_t b = groups[i].kv_len - groups[i].cache_end;
-    total += (a > 0 ? div.divide(static_cast<std::uint32_t>(a) + up) : 0) +
-             (b > 0 ? div.divide(static_cast<std::uint32_t>(b) + up) : 0);
-  }
-  return total;
+// What the planner may use and what work costs: cost units are any one unit (KV-token
+// equivalents by default); only the ratio of the two costs matters.
+struct PlanLimits {
+  std::int32_t workers = 1;           // items that run at once: resident CTAs, or CPU threads
+  std::int32_t max_waves = 8;         // uniform plans: candidates for 1..max_waves waves
+  std::int32_t parts_per_worker = 1;  // balanced plans: parts = workers x this
+  std::int32_t min_chunk = 128;       // no item shorter than this unless its segment is
+  std::int32_t token_cost = 1;        // one KV position of one group (all G heads)
+  std::int32_t item_cost = 128;       // one item's start, partial state and merge
+};
+
+// The planning policy of each engine: the numbers are here, nowhere else.
+//   CUDA: workers = resident attend CTAs (occupancy x SMs); an item costs 128 token-equivalents
+//   (the MAC reference's persistent kernel plans with 128; a lease calibrates it, see
+//   docs/gpu-results.md); 8 candidate wave counts (the plan kernel's 32 warps search 16 chunks).
+//   CPU: one part per thread is fragile when a thread is descheduled, so 4 parts a thread,
+//   claimed dynamically by the pool; an item (a kernel call) costs about 64 tokens.
+MACTUNE_HD inline PlanLimits cuda_plan_limits(std::int32_t resident_ctas, std::int32_t min_chunk) {
+  PlanLimits l;
+  l.workers = resident_ctas < 1 ? 1 : resident_ctas;
+  l.max_waves = 8;
+  l.parts_per_worker = 1;
+  l.min_chunk = min_chunk < 1 ? 1 : min_chunk;
+  l.item_cost = 128;
+  return l;
+}
+MACTUNE_HD inline PlanLimits cpu_plan_limits(std::int32_t threads, std::int32_t chunk_tokens) {
+  PlanLimits l;
+  l.workers = threads < 1 ? 1 : threads;
+  l.max_waves = 8;
+  l.parts_per_worker = 4;
+  l.min_chunk = chunk_tokens < 1 ? 1 : chunk_tokens;
+  l.item_cost = 64;
+  return l;
 }
 
-// An upper bound on the items of any plan of n groups that respects `budget`: the capacity
-// of the fixed-size arrays a graph-captured plan writes into.
-MACTUNE_HD inline std::int32_t plan_capacity(std::int32_t n, std::int32_t budget) {
-  return budget > 2 * n ? budget : 2 * n;
+enum class PlanKind : std::int32_t { uniform = 0, balanced = 1 };
+
+struct PlanChoice {
+  PlanKind kind = PlanKind::balanced;
+  std::int32_t chunk = 0;     // uniform: the chunk; balanced: 0
+  std::int32_t items = 0;     // -1: the arrays were too small
+  std::int32_t entries = 0;   // dispatch entries
+  std::int64_t makespan = 0;  // predicted, in cost units
+};
+
+// ---- The dispatch rule (the attend kernel, the CPU pool and plan_model.h all apply it).
+
+MACTUNE_HD inline std::int32_t first_claim(std::int32_t worker) {
+  return worker;
+}
+MACTUNE_HD inline std::int32_t next_claim(std::int32_t workers, std::int32_t ticket) {
+  return workers + ticket;
 }
 
-// Smallest chunk >= min_chunk whose plan has at most `budget` items (binary search; the item
-// count does not grow with the chunk). If none fits, the longest segment: 1 or 2 items a group.
-MACTUNE_HD inline std::int32_t choose_chunk(const GroupSpan* groups, std::int32_t n,
-                                            std::int32_t budget, std::int32_t min_chunk) {
-  std::int32_t longest = 1;
-  for (std::int32_t i = 0; i < n; ++i) {
-    const std::int32_t a = groups[i].cache_end - groups[i].begin;
-    const std::int32_t b = groups[i].kv_len - groups[i].cache_end;
-    longest = a > longest ? a : longest;
-    longest = b > longest ? b : longest;
-  }
-  std::int32_t lo = min_chunk < 1 ? 1 : min_chunk;
-  if (lo >= longest) return lo;
-  std::int32_t hi = longest;  // always fits the "1 or 2 items a group" bound
-  if (plan_item_count(groups, n, hi) > budget) return hi;
-  while (lo < hi) {
-    const std::int32_t mid = lo + (hi - lo) / 2;
-    if (plan_item_count(groups, n, mid) <= budget)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
-  return lo;
+// ---- Capacities of the fixed-size arrays a plan is written into.
+
+MACTUNE_HD inline std::int32_t plan_parts(const PlanLimits& l) {
+  return l.workers * l.parts_per_worker;
+}
+// Items of any plan of n groups: uniform <= max_waves x workers + 2n (the small segments are
+// one item each), balanced <= 2n + parts - 1.
+MACTUNE_HD inline std::int32_t plan_capacity(std::int32_t n, const PlanLimits& l) {
+  const std::int64_t u = static_cast<std::int64_t>(l.max_waves) * l.workers + 2ll * n;
+  const std::int64_t b = 2ll * n + plan_parts(l);
+  const std::int64_t c = u > b ? u : b;
+  return c > (1 << 30) ? (1 << 30) : static_cast<std::int32_t>(c);
 }
 
-// Writes the items of all groups at chunk size `chunk` and the per-group merge plan.
-// Returns the item count, or -1 if it would exceed `capacity` (nothing past it is written).
-MACTUNE_HD inline std::int32_t emit_plan(const GroupSpan* groups, std::int32_t n,
-                                         std::int32_t chunk, WorkItem* items,
-                                         GroupItems* merge_plan, std::int32_t capacity) {
-  std::int32_t count = 0;
-  for (std::int32_t gi = 0; gi < n; ++gi) {
-    const GroupSpan& g = groups[gi];
-    GroupItems& mp = merge_plan[gi];
-    mp.first = count;
+// ---- Segments and equal pieces.
+
+MACTUNE_HD inline std::int32_t segment_begin(const GroupSpan& g, int seg) {
+  return seg == 0 ? g.begin : g.cache_end;
+}
+MACTUNE_HD inline std::int32_t segment_len(const GroupSpan& g, int seg) {
+  return seg == 0 ? g.cache_end - g.begin : g.kv_len - g.cache_end;
+}
+// Pieces of a segment at `chunk`: ceil(len / chunk), but never pieces under min_chunk tokens.
+MACTUNE_HD inline std::int64_t pieces_of(std::int32_t len, std::int32_t chunk,
+                                         std::int32_t min_chunk) {
+  if (len <= 0) return 0;
+  const std::int64_t k = (static_cast<std::int64_t>(len) + chunk - 1) / chunk;
+  const std::int64_t most = len / min_chunk;
+  return k < most ? k : (most > 1 ? most : 1);
+}
+// Piece i of k of a segment of `len` tokens starts this many tokens in (k equal pieces).
+MACTUNE_HD inline std::int32_t piece_start(std::int32_t len, std::int64_t k, std::int64_t i) {
+  return static_cast<std::int32_t>(i * len / k);
+}
+// A segment's pieces are big when they are longer than half the chunk: every piece of a
+// segment longer than the chunk is, a segment at most half the chunk is one small piece.
+MACTUNE_HD inline bool big_segment(std::int32_t len, std::int32_t chunk) {
+  return 2ll * len > chunk;
+}
+MACTUNE_HD inline std::int64_t item_cost_of(std::int32_t tokens, const PlanLimits& l) {
+  return l.item_cost + static_cast<std::int64_t>(tokens) * l.token_cost;
+}
+MACTUNE_HD inline std::int32_t longest_segment(const GroupSpan& g) {
+  const std::int32_t a = segment_len(g, 0), b = segment_len(g, 1);
+  return a > b ? a : b;
+}
+
+// ---- Uniform plans.
+
+// Items of a group at chunk `chunk` (family 0: all; family 1: the big ones only). Both do not
+// grow with the chunk, so the smallest chunk whose plan fits a budget is a binary search.
+MACTUNE_HD inline std::int64_t group_items(const GroupSpan& g, std::int32_t chunk,
+                                           std::int32_t min_chunk, int family) {
+  std::int64_t n = 0;
+  for (int seg = 0; seg < 2; ++seg) {
+    const std::int32_t len = segment_len(g, seg);
+    if (family == 0 || big_segment(len, chunk)) n += pieces_of(len, chunk, min_chunk);
+  }
+  return n;
+}
+
+// What the estimate needs of a uniform plan: sums and maxima over the groups.
+struct UniformStats {
+  std::int64_t big_items = 0, big_max = 0;      // big pieces, and the longest (tokens)
+  std::int64_t small_items = 0, small_max = 0;  // small pieces (one a segment), the longest
+  MACTUNE_HD void add(const GroupSpan& g, std::int32_t chunk, std::int32_t min_chunk) {
     for (int seg = 0; seg < 2; ++seg) {
-      if (seg == 1) mp.split = count;
-      const std::int32_t lo = seg == 0 ? g.begin : g.cache_end;
-      const std::int32_t hi = seg == 0 ? g.cache_end : g.kv_len;
-      for (std::int32_t b = lo; b < hi; b += chunk) {
-        if (count >= capacity) return -1;
-        items[count++] = WorkItem{gi, g.batch_index, g.kv_head, b, b + chunk < hi ? b + chunk : hi};
+      const std::int32_t len = segment_len(g, seg);
+      if (len <= 0) continue;
+      const std::int64_t k = pieces_of(len, chunk, min_chunk), longest = (len + k - 1) / k;
+      if (big_segment(len, chunk)) {
+        big_items += k;
+        big_max = longest > big_max ? longest : big_max;
+      } else {
+        small_items += k;
+        small_max = longest > small_max ? longest : small_max;
       }
     }
-    mp.last = count;
   }
-  return count;
-}
-
-// Which positions of a group's items a head with its own `start` (>= g.begin) needs: the first
-// item holding a position >= start. The items before it are wholly below the head's start and
-// yield empty partials, so a per-head merge may begin there. Returns mp.last when start >= kv_len.
-MACTUNE_HD inline std::int32_t first_item_at(const GroupSpan& g, const GroupItems& mp,
-                                             std::int32_t chunk, std::int32_t start) {
-  if (start <= g.begin) return mp.first;
-  if (start >= g.kv_len) return mp.last;
-  if (start < g.cache_end) return mp.first + (start - g.begin) / chunk;
-  return mp.split + (start - g.cache_end) / chunk;
-}
-
-// ---- Wave-quantized planning: the policy's numbers in, a chunk and fixed-size arrays out.
-
-// What the planner may use and what work costs (filled by the policy, schedules/planner.h).
-// Costs are in any one unit (ns, or KV-token equivalents): only their ratio matters.
-struct PlanLimits {
-  std::int32_t workers = 1;    // items that run at once: resident CTAs, or CPU threads
-  std::int32_t max_waves = 1;  // at most workers * max_waves items, when the spans allow it
-  std::int32_t min_chunk = 1;  // no item shorter than this unless its segment is
-  double token_cost = 1.0;     // one KV position of one group (all G heads)
-  double item_cost = 0.0;      // fixed cost of one item: its start, its partial state and merge
+  MACTUNE_HD void merge(const UniformStats& o) {
+    big_items += o.big_items;
+    small_items += o.small_items;
+    big_max = o.big_max > big_max ? o.big_max : big_max;
+    small_max = o.small_max > small_max ? o.small_max : small_max;
+  }
 };
 
-// The predicted schedule of a chunk size. The prediction is a guaranteed bound on the makespan
-// of list scheduling (workers take the next item when free, as a CPU pool and the CUDA block
-// scheduler do), the smaller of two bounds that hold in any item order, p = the largest item:
-//   waves:  ceil(items / workers) * p                  (tight when items are alike)
-//   Graham: sum of item costs / workers + (1 - 1/workers) * p   (tight when they are not)
-struct ChunkChoice {
-  std::int32_t chunk = 0;
-  std::int32_t items = 0;
-  std::int32_t waves = 0;  // ceil(items / workers)
-  double makespan = 0.0;   // the bound above, in the cost model's unit
-};
-
-// Items the arrays of a plan under `limits` must hold (plan_capacity of its item budget).
-MACTUNE_HD inline std::int32_t plan_capacity(std::int32_t n, const PlanLimits& limits) {
-  return plan_capacity(n, limits.workers * limits.max_waves);
-}
-
-// The ChunkChoice of chunk size `chunk` (see above).
-MACTUNE_HD inline ChunkChoice predict_chunk(const GroupSpan* groups, std::int32_t n,
-                                            const PlanLimits& limits, std::int32_t chunk) {
-  const std::int32_t workers = limits.workers < 1 ? 1 : limits.workers;
-  std::int64_t items = 0, tokens = 0;
-  std::int32_t largest = 0;  // tokens of the largest item: min(chunk, longest segment)
-  for (std::int32_t i = 0; i < n; ++i) {
-    const std::int32_t a = groups[i].cache_end - groups[i].begin;
-    const std::int32_t b = groups[i].kv_len - groups[i].cache_end;
-    tokens += a + b;
-    const std::int32_t la = a < chunk ? a : chunk, lb = b < chunk ? b : chunk;
-    largest = la > largest ? la : largest;
-    largest = lb > largest ? lb : largest;
+// Makespan of list scheduling the big items (each taken as the longest) and then the small ones
+// (likewise) on `workers` equal workers: exact for two classes of equal items. The big items
+// fill floor(F / M) waves; then M - k workers are free at t0 and k at t1 = t0 + P; the small
+// items take the earliest Ns of the slots t0 + iQ (M - k of each) and t1 + jQ (k of each).
+MACTUNE_HD inline std::int64_t uniform_estimate(const UniformStats& s, const PlanLimits& l) {
+  const std::int64_t M = l.workers, F = s.big_items, Ns = s.small_items;
+  const std::int64_t P = l.item_cost + s.big_max * l.token_cost;
+  const std::int64_t Q = l.item_cost + s.small_max * l.token_cost;
+  const std::int64_t k = F % M, t0 = (F / M) * P, t1 = t0 + P;
+  const std::int64_t big_end = F == 0 ? 0 : (k ? t1 : t0);
+  if (Ns == 0) return big_end;
+  const std::int64_t a = M - k;
+  std::int64_t lo = 0, hi = (Ns + a - 1) / a;  // A-slot index of the Ns-th slot
+  while (lo < hi) {
+    const std::int64_t i = lo + (hi - lo) / 2, T = t0 + i * Q;
+    const std::int64_t n = a * (i + 1) + (k && T >= t1 ? k * ((T - t1) / Q + 1) : 0);
+    if (n >= Ns)
+      hi = i;
+    else
+      lo = i + 1;
   }
-  items = plan_item_count(groups, n, chunk);
-  ChunkChoice c;
-  c.chunk = chunk;
-  c.items = static_cast<std::int32_t>(items);
-  c.waves = static_cast<std::int32_t>((items + workers - 1) / workers);
-  if (items == 0) return c;
-  const double p = largest * limits.token_cost + limits.item_cost;
-  const double work = tokens * limits.token_cost + items * limits.item_cost;
-  const double waves = c.waves * p;
-  const double graham = work / workers + (1.0 - 1.0 / workers) * p;
-  c.makespan = waves < graham ? waves : graham;
-  return c;
-}
-
-// For each wave count w in [1, max_waves], the smallest chunk whose plan fits w * workers items
-// (binary search); keeps the one with the smallest makespan bound, the fewest waves on a tie.
-// Rounding to whole waves is what beats "the smallest chunk that fits": 1.2 waves of items
-// cost 2 waves, and a slightly larger chunk that fits in 1 wave is faster; while many short
-// segments (which make items unequal) favour more, smaller items.
-MACTUNE_HD inline ChunkChoice choose_chunk_waves(const GroupSpan* groups, std::int32_t n,
-                                                 const PlanLimits& limits) {
-  const std::int32_t workers = limits.workers < 1 ? 1 : limits.workers;
-  const std::int32_t max_waves = limits.max_waves < 1 ? 1 : limits.max_waves;
-  const std::int32_t min_chunk = limits.min_chunk < 1 ? 1 : limits.min_chunk;
-  std::int64_t tokens = 0;
-  for (std::int32_t i = 0; i < n; ++i) tokens += groups[i].kv_len - groups[i].begin;
-  // w = 1 is choose_chunk itself; each later search is narrowed to [a, previous chunk]: the
-  // chunk does not grow with the item budget, and a plan of c-token chunks has at least
-  // tokens / c items, so c >= tokens / budget.
-  std::int32_t chunk = choose_chunk(groups, n, workers, min_chunk);
-  ChunkChoice best = predict_chunk(groups, n, limits, chunk);
-  for (std::int32_t w = 2; w <= max_waves && chunk > min_chunk; ++w) {
-    const std::int64_t budget = static_cast<std::int64_t>(w) * workers;
-    if (plan_item_count(groups, n, chunk - 1) > budget) continue;  // the same plan as before
-    const std::int64_t floor_chunk = (tokens + budget - 1) / budget;
-    std::int32_t lo = floor_chunk > min_chunk ? static_cast<std::int32_t>(floor_chunk) : min_chunk;
-    std::int32_t hi = chunk - 1;  // fits, checked above
-    if (lo > hi) lo = hi;
+  std::int64_t start = t0 + lo * Q;
+  if (k) {
+    lo = 0;
+    hi = (Ns + k - 1) / k;
     while (lo < hi) {
-      const std::int32_t mid = lo + (hi - lo) / 2;
-      if (plan_item_count(groups, n, mid) <= budget)
-        hi = mid;
+      const std::int64_t j = lo + (hi - lo) / 2, T = t1 + j * Q;
+      if (k * (j + 1) + a * ((T - t0) / Q + 1) >= Ns)
+        hi = j;
       else
-        lo = mid + 1;
+        lo = j + 1;
     }
-    chunk = lo;
-    const ChunkChoice c = predict_chunk(groups, n, limits, chunk);
-    if (c.makespan < best.makespan) best = c;
+    const std::int64_t tb = t1 + lo * Q;
+    start = tb < start ? tb : start;
+  }
+  const std::int64_t small_end = start + Q;
+  return small_end > big_end ? small_end : big_end;
+}
+
+// Candidate c of a uniform plan (c in [0, 2 max_waves)): family c % 2 (0: all items fit w
+// waves, 1: the big items do), w = c / 2 + 1. The chunk range to search in.
+struct ChunkRange {
+  std::int32_t lo = 1, hi = 1;
+  int family = 0;
+  std::int64_t budget = 0;
+};
+MACTUNE_HD inline ChunkRange candidate_range(int c, std::int32_t longest, const PlanLimits& l) {
+  ChunkRange r;
+  r.family = c % 2;
+  r.budget = static_cast<std::int64_t>(c / 2 + 1) * l.workers;
+  r.lo = l.min_chunk;
+  // Family 1 reaches past the longest segment: there every segment is one item and the chunk
+  // only moves the big/small line.
+  const std::int64_t hi = r.family == 0 ? longest : 2ll * longest;
+  r.hi = hi > (1 << 30) ? (1 << 30) : static_cast<std::int32_t>(hi);
+  if (r.hi < r.lo) r.hi = r.lo;
+  return r;
+}
+
+// ---- Balanced plans: equal-cost parts of the segments laid end to end.
+
+MACTUNE_HD inline std::int64_t segment_cost(std::int32_t len, const PlanLimits& l) {
+  return len <= 0 ? 0 : item_cost_of(len, l);
+}
+MACTUNE_HD inline std::int64_t group_cost(const GroupSpan& g, const PlanLimits& l) {
+  return segment_cost(segment_len(g, 0), l) + segment_cost(segment_len(g, 1), l);
+}
+// Boundary k (1 <= k < parts) of a plan of total cost W lies at floor(k W / parts).
+MACTUNE_HD inline std::int64_t boundary_at(std::int64_t k, std::int64_t total, std::int64_t parts) {
+  return k * total / parts;
+}
+// The first boundary at or after cost position x (in [1, parts]).
+MACTUNE_HD inline std::int64_t first_boundary(std::int64_t x, std::int64_t total,
+                                              std::int64_t parts) {
+  if (total <= 0) return parts;
+  const std::int64_t k = (x * parts + total - 1) / total;  // smallest k with k W >= x parts
+  return k < 1 ? 1 : (k > parts ? parts : k);
+}
+// Where a boundary at cost offset `o` of a segment (len tokens) cuts it, in tokens: the nearest
+// of its start (0), its end (len) and the positions min_chunk x j tokens in that leave at least
+// min_chunk tokens on either side (ties to the earlier one).
+MACTUNE_HD inline std::int32_t snap_cut(std::int64_t o, std::int32_t len, const PlanLimits& l) {
+  const std::int64_t cost = segment_cost(len, l), q = l.min_chunk;
+  std::int32_t best = 0;
+  std::int64_t dist = o;
+  if (cost - o < dist) {
+    dist = cost - o;
+    best = len;
+  }
+  const std::int64_t jmax = (len - q) / q, step = q * l.token_cost;
+  if (jmax >= 1) {
+    std::int64_t j = o > l.item_cost ? (o - l.item_cost + step / 2) / step : 1;
+    j = j < 1 ? 1 : (j > jmax ? jmax : j);
+    for (std::int64_t jj = (j > 1 ? j - 1 : 1); jj <= j + 1 && jj <= jmax; ++jj) {
+      const std::int64_t at = l.item_cost + jj * step, d = at > o ? at - o : o - at;
+      if (d < dist || (d == dist && jj * q < best)) {
+        dist = d;
+        best = static_cast<std::int32_t>(jj * q);
+      }
+    }
   }
   return best;
 }
 
-// Marks an unused slot of fixed-size plan arrays: a kernel launched over the whole capacity
-// (a CUDA graph's fixed grid) returns at once for it.
-MACTUNE_HD inline bool is_padding(const WorkItem& w) {
-  return w.group < 0;
+// Pieces of a segment that starts at cost position `at` in a balanced plan: one plus the
+// distinct interior cuts of the boundaries falling in it (cuts do not decrease with k).
+// With `out` set, also writes its items from `item` on and, for each of its boundaries k,
+// dispatch[k].first = the first item of part k.
+MACTUNE_HD inline std::int32_t balanced_segment(const GroupSpan& g, int seg, std::int32_t gi,
+                                                std::int64_t at, std::int64_t total,
+                                                std::int64_t parts, const PlanLimits& l,
+                                                std::int32_t item, WorkItem* out,
+                                                DispatchEntry* dispatch) {
+  const std::int32_t len = segment_len(g, seg), base = segment_begin(g, seg);
+  if (len <= 0) return 0;
+  const std::int64_t end = at + segment_cost(len, l);
+  const std::int64_t k0 = first_boundary(at, total, parts), k1 = first_boundary(end, total, parts);
+  std::int32_t pieces = 1, prev = 0;  // the current piece starts `prev` tokens in
+  for (std::int64_t k = k0; k < k1; ++k) {
+    const std::int32_t t = snap_cut(boundary_at(k, total, parts) - at, len, l);
+    if (t > prev && t < len) {
+      if (out != nullptr)
+        out[item + pieces - 1] = WorkItem{gi, g.batch_index, g.kv_head, base + prev, base + t};
+      prev = t;
+      ++pieces;
+    }
+    if (dispatch != nullptr)
+      dispatch[k].first = item + (t == 0 ? 0 : (t == len ? pieces : pieces - 1));
+  }
+  if (out != nullptr)
+    out[item + pieces - 1] = WorkItem{gi, g.batch_index, g.kv_head, base + prev, base + len};
+  return pieces;
 }
 
-// Plans into fixed-size arrays without allocating: items[capacity] (capacity >=
-// plan_capacity(n, limits)) and merge_plan[n]. Slots past the plan are padding. Returns the
-// predicted choice; choice.items is the item count, or -1 when capacity is too small.
-MACTUNE_HD inline ChunkChoice plan_into(const GroupSpan* groups, std::int32_t n,
-                                        const PlanLimits& limits, WorkItem* items,
-                                        GroupItems* merge_plan, std::int32_t capacity) {
-  ChunkChoice c = choose_chunk_waves(groups, n, limits);
-  const std::int32_t count = emit_plan(groups, n, c.chunk, items, merge_plan, capacity);
-  if (count < 0) {
-    c.items = -1;
-    return c;
+// Items of a group in a balanced plan (both segments), written when `out` is set.
+MACTUNE_HD inline std::int32_t balanced_group(const GroupSpan& g, std::int32_t gi, std::int64_t at,
+                                              std::int64_t total, std::int64_t parts,
+                                              const PlanLimits& l, std::int32_t item, WorkItem* out,
+                                              DispatchEntry* dispatch, GroupItems* mp) {
+  const std::int32_t a = balanced_segment(g, 0, gi, at, total, parts, l, item, out, dispatch);
+  const std::int32_t b = balanced_segment(g, 1, gi, at + segment_cost(segment_len(g, 0), l), total,
+                                          parts, l, item + a, out, dispatch);
+  if (mp != nullptr) *mp = GroupItems{item, item + a, item + a + b};
+  return a + b;
+}
+
+// Items of a group in a uniform plan at `chunk`, written from `item` on; its big items are
+// dispatched at big_at, big_at + 1, ... and its small ones at small_at, ...
+MACTUNE_HD inline void uniform_group(const GroupSpan& g, std::int32_t gi, std::int32_t chunk,
+                                     std::int32_t min_chunk, std::int32_t item, std::int32_t big_at,
+                                     std::int32_t small_at, WorkItem* out, DispatchEntry* dispatch,
+                                     GroupItems* mp) {
+  mp->first = item;
+  for (int seg = 0; seg < 2; ++seg) {
+    if (seg == 1) mp->split = item;
+    const std::int32_t len = segment_len(g, seg), base = segment_begin(g, seg);
+    const std::int64_t k = pieces_of(len, chunk, min_chunk);
+    const bool big = big_segment(len, chunk);
+    for (std::int64_t i = 0; i < k; ++i) {
+      out[item] = WorkItem{gi, g.batch_index, g.kv_head, base + piece_start(len, k, i),
+                           base + piece_start(len, k, i + 1)};
+      dispatch[big ? big_at++ : small_at++] = DispatchEntry{item, item + 1};
+      ++item;
+    }
   }
-  for (std::int32_t i = count; i < capacity; ++i) items[i] = WorkItem{-1, -1, -1, 0, 0};
+  mp->last = item;
+}
+
+// The cost of dispatch entry e and the balanced plan's predicted makespan: the largest part,
+// times the rounds of parts each worker takes.
+MACTUNE_HD inline std::int64_t entry_cost(const DispatchEntry& e, const WorkItem* items,
+                                          const PlanLimits& l) {
+  std::int64_t c = 0;
+  for (std::int32_t i = e.first; i < e.last; ++i)
+    c += item_cost_of(items[i].kv_end - items[i].kv_begin, l);
   return c;
 }
-
-// An execution order: item indices longest first, ties in plan order. Workers that take items
-// in this order (longest processing time first) finish within 4/3 of the optimal makespan; in
-// plan order a long item drawn last can run alone at the end. On the skewed steps of
-// tests/schedules it takes a CPU pool of 32 threads from 1.07-1.09x the lower bound to
-// 1.002x at batch 64. Host only (a sort); the merge plan is unaffected (it indexes items).
-inline std::vector<std::int32_t> order_longest_first(std::span<const WorkItem> items) {
-  std::vector<std::uint64_t> keys(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    // Longer first: sort ascending on (max_len - len, index).
-    const auto len = static_cast<std::uint32_t>(items[i].kv_end - items[i].kv_begin);
-    keys[i] = (std::uint64_t{~len} << 32) | static_cast<std::uint32_t>(i);
-  }
-  std::sort(keys.begin(), keys.end());
-  std::vector<std::int32_t> order(items.size());
-  for (std::size_t i = 0; i < keys.size(); ++i)
-    order[i] = static_cast<std::int32_t>(keys[i] & 0xffffffffu);
-  return order;
-}
-
-// A host-side plan: the same arrays, owned.
-struct Plan {
-  std::int32_t chunk = 0;
-  std::vector<WorkItem> items;
-  std::vector<GroupItems> groups;
-};
-
-// The simple planner: smallest chunk (>= min_chunk) that keeps the items within `budget`.
-inline Plan make_simple_plan(std::span<const GroupSpan> groups, std::int32_t budget,
-                             std::int32_t min_chunk) {
-  MACTUNE_CHECK(budget >= 1, "budget = ", budget);
-  const auto n = static_cast<std::int32_t>(groups.size());
-  for (const GroupSpan& g : groups)
-    MACTUNE_CHECK(0 <= g.begin && g.begin <= g.cache_end && g.cache_end <= g.kv_len,
-                  "bad group span [", g.begin, ", ", g.cache_end, ", ", g.kv_len, ")");
-  Plan plan;
-  plan.chunk = choose_chunk(groups.data(), n, budget, min_chunk);
-  const std::int64_t count = plan_item_count(groups.data(), n, plan.chunk);
-  plan.items.resize(static_cast<std::size_t>(count));
-  plan.groups.resize(groups.size());
-  const std::int32_t written = emit_plan(groups.data(), n, plan.chunk, plan.items.data(),
-                                         plan.groups.data(), static_cast<std::int32_t>(count));
-  MACTUNE_CHECK(written == count, "planned ", count, " items, wrote ", written);
-  return plan;
+MACTUNE_HD inline std::int64_t balanced_makespan(std::int64_t largest_part, const PlanLimits& l) {
+  return largest_part * ((plan_parts(l) + l.workers - 1) / l.workers);
 }
 
 }  // namespace mactune

@@ -43,18 +43,20 @@ struct Session::Impl {
 
   // ---- Step scratch, reused across steps.
   Result result;
-  std::vector<int> ids;          // [n] request ids of the step
-  std::vector<int> m_of;         // [n] position of the new token
-  std::vector<float> q_rot;      // [n, Hq, D] post-RoPE, times q_scale
-  std::vector<float> q_round;    // [n, Hq, D] pre-RoPE, rounded to the KV dtype
-  std::vector<float> k_rot;      // [n, Hkv, D] post-RoPE keys
-  RopeAngles rope;               // [D/2] angles of the request being rotated
-  std::vector<int> starts;       // [n, Hq] first position each head attends
-  std::vector<float> d2;         // [threads, K] match scratch
-  std::vector<float> qn;         // [threads, D] normalized query (pick = normalized)
-  std::vector<GroupSpan> spans;  // [n, Hkv]
-  std::vector<WorkItem> items;   // the plan
+  std::vector<int> ids;               // [n] request ids of the step
+  std::vector<int> m_of;              // [n] position of the new token
+  std::vector<float> q_rot;           // [n, Hq, D] post-RoPE, times q_scale
+  std::vector<float> q_round;         // [n, Hq, D] pre-RoPE, rounded to the KV dtype
+  std::vector<float> k_rot;           // [n, Hkv, D] post-RoPE keys
+  RopeAngles rope;                    // [D/2] angles of the request being rotated
+  std::vector<int> starts;            // [n, Hq] first position each head attends
+  std::vector<float> d2;              // [threads, K] match scratch
+  std::vector<float> qn;              // [threads, D] normalized query (pick = normalized)
+  std::vector<GroupSpan> spans;       // [n, Hkv]
+  std::vector<WorkItem> items;        // the plan
+  std::vector<WorkItem> plan_arrays;  // the planner's fixed-size arrays (capacity)
   std::vector<GroupItems> merge_plan;
+  std::vector<DispatchEntry> dispatch;  // pool task e runs items [first, last)
   int chunk = 0;
   std::vector<float> part_o;     // [items, G, D] partial states
   std::vector<float> part_lse;   // [items, G]
@@ -84,6 +86,7 @@ struct Session::Impl {
   void decide_head(const Request& r, int b, int n, int h, int worker);
   void plan(int n);
   void attend();
+  void attend_item(int i);  // one work item into its partial state
   void gate(std::span<const int> requests);
   void merge(std::span<const int> requests, float* out);
   void ring_write(std::span<const int> requests);

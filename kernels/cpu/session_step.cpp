@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/session_impl.h"
 #include "kernels/forced.h"
+#include "kernels/plan_serial.h"
 #include "kernels/rope.h"
 #include "kernels/state.h"
 
@@ -13,7 +14,6 @@ namespace mactune::cpu {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-constexpr int kItemsPerThread = 4;  // plan budget: a few items per worker for balance
 
 std::size_t sz(long long x) {
   return static_cast<std::size_t>(x);
@@ -206,37 +206,47 @@ void Session::Impl::plan(int n) {
       // Full attention needs no ring snapshot: one segment from 0.
       s.cache_end = opt.mac_enabled ? std::max(cache_end(m, mac.band), s.begin) : s.begin;
     }
-  const int count_n = static_cast<int>(spans.size());
-  chunk =
-      choose_chunk(spans.data(), count_n, pool->size() * kItemsPerThread, opt.engine.chunk_tokens);
-  const auto count = plan_item_count(spans.data(), count_n, chunk);
-  items.resize(sz(count));
+  // The planner and its policy (kernels/plan.h): parts claimed dynamically by the pool.
+  const PlanLimits limits = cpu_plan_limits(pool->size(), opt.engine.chunk_tokens);
+  plan_arrays.resize(
+      static_cast<std::size_t>(plan_capacity(static_cast<int>(spans.size()), limits)));
   merge_plan.resize(spans.size());
-  const int written = emit_plan(spans.data(), count_n, chunk, items.data(), merge_plan.data(),
-                                static_cast<std::int32_t>(count));
-  MACTUNE_CHECK(written == count, "planned ", count, " items, wrote ", written);
+  dispatch.resize(plan_arrays.size());
+  const PlanChoice c =
+      plan_step(spans.data(), static_cast<int>(spans.size()), limits, plan_arrays.data(),
+                merge_plan.data(), dispatch.data(), static_cast<std::int32_t>(plan_arrays.size()));
+  MACTUNE_CHECK(c.items >= 0, "the plan overflowed its ", plan_arrays.size(), " items");
+  items.assign(plan_arrays.begin(), plan_arrays.begin() + c.items);
+  dispatch.resize(static_cast<std::size_t>(c.entries));
+  // The acceptance gate re-attends rejected prefixes in pieces of the plan's size.
+  chunk = opt.engine.chunk_tokens;
+  for (const WorkItem& w : items) chunk = std::max(chunk, w.kv_end - w.kv_begin);
 }
 
 void Session::Impl::attend() {
   PhaseScope ph(opt.phases, Phase::attend, name);
   part_o.resize(items.size() * sz(G) * sz(D));
   part_lse.resize(items.size() * sz(G));
-  pool->run(static_cast<int>(items.size()), [&](int i, int worker) {
+  pool->run(static_cast<int>(dispatch.size()), [&](int e, int worker) {
     PhaseScope on_worker(worker_sink(worker), Phase::attend, name);
-    const WorkItem& it = items[sz(i)];
-    const std::size_t head0 = sz(it.batch_index) * sz(Hq) + sz(it.kv_head) * sz(G);
-    AttendArgs a;
-    a.q = &q_rot[head0 * sz(D)];
-    a.start = &starts[head0];
-    a.nh = G;
-    a.kv = kv.view(slots[sz(ids[sz(it.batch_index)])].pages, it.kv_head);
-    a.lo = it.kv_begin;
-    a.hi = it.kv_end;
-    a.block_rows = opt.engine.block_rows;
-    a.o = &part_o[sz(i) * sz(G) * sz(D)];
-    a.lse = &part_lse[sz(i) * sz(G)];
-    kernels.attend(a);
+    for (int i = dispatch[sz(e)].first; i < dispatch[sz(e)].last; ++i) attend_item(i);
   });
+}
+
+void Session::Impl::attend_item(int i) {
+  const WorkItem& it = items[sz(i)];
+  const std::size_t head0 = sz(it.batch_index) * sz(Hq) + sz(it.kv_head) * sz(G);
+  AttendArgs a;
+  a.q = &q_rot[head0 * sz(D)];
+  a.start = &starts[head0];
+  a.nh = G;
+  a.kv = kv.view(slots[sz(ids[sz(it.batch_index)])].pages, it.kv_head);
+  a.lo = it.kv_begin;
+  a.hi = it.kv_end;
+  a.block_rows = opt.engine.block_rows;
+  a.o = &part_o[sz(i) * sz(G) * sz(D)];
+  a.lse = &part_lse[sz(i) * sz(G)];
+  kernels.attend(a);
 }
 
 }  // namespace mactune::cpu

@@ -1,5 +1,5 @@
-// Launch-parameter math of the CUDA kernels: threads, shared memory, grids, workspace sizes,
-// match tiling and the device planner's chunk search. Pure functions with no CUDA headers, so
+// Launch-parameter math of the CUDA kernels: threads, shared memory, grids, workspace sizes
+// and match tiling. Pure functions with no CUDA headers, so
 // they are tested on every machine (tests/cuda, label host) and used by the launchers as is.
 #pragma once
 
@@ -21,8 +21,8 @@ inline constexpr int kMatchWarps = 8;
 inline constexpr int kMatchThreads = 32 * kMatchWarps;
 inline constexpr int kMergeWarps = 4;  // one warp per (request, query head)
 inline constexpr int kMergeThreads = 32 * kMergeWarps;
-inline constexpr int kPlanThreads = 1024;  // the planner is one CTA; 32 warps probe 32 chunks
-inline constexpr int kPlanFanout = kPlanThreads / 32;
+inline constexpr int kPlanThreads = 1024;  // the planner is one CTA; a warp a chunk candidate
+inline constexpr int kPlanWarps = kPlanThreads / 32;
 
 // ---- attend / full.
 
@@ -55,9 +55,12 @@ constexpr std::int32_t attend_budget(int ctas_per_sm, int sms) {
   return b > (1 << 30) ? (1 << 30) : static_cast<std::int32_t>(b);
 }
 
-// Work items a step can ever have: the fixed size of the device plan's arrays.
-inline std::int32_t attend_capacity(std::int32_t groups, std::int32_t budget) {
-  return plan_capacity(groups, budget);
+// The planning policy of a CUDA step (kernels/plan.h) and the fixed size of its arrays.
+inline PlanLimits attend_limits(std::int32_t budget, int min_chunk) {
+  return cuda_plan_limits(budget, min_chunk);
+}
+inline std::int32_t attend_capacity(std::int32_t groups, std::int32_t budget, int min_chunk) {
+  return plan_capacity(groups, attend_limits(budget, min_chunk));
 }
 
 // Persistent grid: never more CTAs than can be resident, never more than there can be items.
@@ -104,83 +107,6 @@ constexpr int match_tiles(int ring_capacity, int candidates_per_cta) {
 
 constexpr std::int32_t merge_grid(std::int64_t heads) {
   return static_cast<std::int32_t>((heads + kMergeWarps - 1) / kMergeWarps);
-}
-
-// ---- Device planner: the chunk search of choose_chunk (kernels/plan.h), `fanout` probes a round.
-//
-// The planner runs in one CTA inside the step's graph. A serial binary search would cost ~17
-// dependent rounds over all groups; instead each round evaluates `fanout` chunk sizes at once
-// (one warp each) and keeps the sub-interval where the item count crosses the budget. The result
-// equals choose_chunk's (item counts do not grow with the chunk), which tests/cuda checks.
-struct ChunkSearch {
-  std::int32_t lo = 1, hi = 1;  // the answer lies in [lo, hi]
-  bool done = false;
-  std::int32_t result = 1;
-};
-
-MACTUNE_HD inline ChunkSearch chunk_search_begin(std::int32_t longest, std::int32_t min_chunk) {
-  ChunkSearch s;
-  s.lo = min_chunk < 1 ? 1 : min_chunk;
-  s.hi = longest < 1 ? 1 : longest;
-  if (s.lo >= s.hi) {
-    s.done = true;
-    s.result = s.lo;
-  }
-  return s;
-}
-
-// Probe i of this round (i in [0, fanout), fanout >= 2): evenly spaced over [lo, hi], the last
-// one is hi itself (so the first round also checks choose_chunk's "not even hi fits" case).
-MACTUNE_HD inline std::int32_t chunk_search_probe(const ChunkSearch& s, int i, int fanout) {
-  return s.lo +
-         static_cast<std::int32_t>(static_cast<std::int64_t>(s.hi - s.lo) * i / (fanout - 1));
-}
-
-// Consumes one round: first_fit = the smallest probe index whose plan fits the budget, or -1.
-// Each round strictly shrinks [lo, hi]: probes are non-decreasing and counts monotone.
-MACTUNE_HD inline void chunk_search_update(ChunkSearch& s, int first_fit, int fanout) {
-  if (first_fit < 0) {  // not even hi fits: choose_chunk returns the longest segment
-    s.done = true;
-    s.result = s.hi;
-    return;
-  }
-  if (first_fit == 0) {
-    s.hi = s.lo;
-  } else {
-    const std::int32_t below = chunk_search_probe(s, first_fit - 1, fanout);
-    s.hi = chunk_search_probe(s, first_fit, fanout);
-    s.lo = below + 1;
-  }
-  if (s.lo >= s.hi) {
-    s.done = true;
-    s.result = s.hi;
-  }
-}
-
-// The longest segment of any group (below or above cache_end): choose_chunk's upper end.
-MACTUNE_HD inline std::int32_t longest_segment(const GroupSpan& g) {
-  const std::int32_t a = g.cache_end - g.begin, b = g.kv_len - g.cache_end;
-  const std::int32_t l = a > b ? a : b;
-  return l > 1 ? l : 1;
-}
-
-// Host mirror of the device planner's chunk choice (serial counts; same rounds, same answer).
-inline std::int32_t choose_chunk_kary(const GroupSpan* groups, std::int32_t n, std::int32_t budget,
-                                      std::int32_t min_chunk, int fanout) {
-  MACTUNE_CHECK(fanout >= 2, "fanout = ", fanout);
-  std::int32_t longest = 1;
-  for (std::int32_t i = 0; i < n; ++i) {
-    const std::int32_t l = longest_segment(groups[i]);
-    longest = l > longest ? l : longest;
-  }
-  ChunkSearch s = chunk_search_begin(longest, min_chunk);
-  while (!s.done) {
-    int first = -1;
-    for (int i = 0; i < fanout && first < 0; ++i)
-      if (plan_item_count(groups, n, chunk_search_probe(s, i, fanout)) <= budget) first = i;
-    chunk_search_update(s, first, fanout);
-  }
-  return s.result;
 }
 
 }  // namespace mactune::cuda

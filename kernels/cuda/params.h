@@ -100,25 +100,29 @@ struct PlanParams {
   PickRule pick = PickRule::nearest;
   std::int32_t min_context = 0;
   ForcedHits forced;
-  GroupSpan* spans = nullptr;          // [n, kv_heads]
-  WorkItem* items = nullptr;           // [capacity]
-  GroupItems* merge_plan = nullptr;    // [n, kv_heads]
-  std::int32_t* item_count = nullptr;  // device scalar
-  std::int32_t* chunk = nullptr;       // device scalar (for statistics)
-  std::int32_t* error = nullptr;       // device scalar, set when the plan overflows
+  GroupSpan* spans = nullptr;             // [n, kv_heads]
+  WorkItem* items = nullptr;              // [capacity]
+  GroupItems* merge_plan = nullptr;       // [n, kv_heads]
+  DispatchEntry* dispatch = nullptr;      // [capacity]
+  PlanChoice* choice = nullptr;           // device scalar: kind, chunk, items, entries, makespan
+  std::int32_t* error = nullptr;          // device scalar, set when the plan overflows
+  std::uint32_t* work_counter = nullptr;  // the attend kernel's ticket counter, zeroed here
   std::int32_t n = 0, q_heads = 0, kv_heads = 0, group = 0, band = 0;
-  std::int32_t budget = 0, min_chunk = 0, capacity = 0;
+  PlanLimits limits;  // attend_limits(budget, min_chunk)
+  std::int32_t capacity = 0;
 };
 
 struct AttendParams {
   KvCache kv;
   const StepRow* rows = nullptr;
-  const float* q_rot = nullptr;              // [n, q_heads, D]
-  const HeadDecision* decisions = nullptr;   // per-head starts (attend); unused by full
-  const WorkItem* items = nullptr;           // [capacity]
-  const std::int32_t* item_count = nullptr;  // device scalar
-  float* partial_o = nullptr;                // [capacity, group, D] normalized
-  float* partial_lse = nullptr;              // [capacity, group] natural log
+  const float* q_rot = nullptr;             // [n, q_heads, D]
+  const HeadDecision* decisions = nullptr;  // per-head starts (attend); unused by full
+  const WorkItem* items = nullptr;          // [capacity]
+  const DispatchEntry* dispatch = nullptr;  // [capacity]: entry e = items [first, last)
+  const PlanChoice* choice = nullptr;       // device scalar: choice->entries entries
+  std::uint32_t* work_counter = nullptr;    // tickets for entries past the grid (plan zeroes it)
+  float* partial_o = nullptr;               // [capacity, group, D] normalized
+  float* partial_lse = nullptr;             // [capacity, group] natural log
   std::int32_t q_heads = 0, kv_heads = 0, group = 0;
   float q_scale = 0.0f;  // 1/sqrt(D) * log2(e): scores come out in the exp2 domain
 };

@@ -69,7 +69,7 @@ OutLayout out_layout(int n, int q_heads, int head_dim) {
   l.decisions = align256(sizeof(float) * n * q_heads * head_dim);
   l.guard = align256(l.decisions + sizeof(HeadDecision) * n * q_heads);
   l.scalars = align256(l.guard + sizeof(std::int32_t) * n * q_heads);
-  l.bytes = l.scalars + 3 * sizeof(std::int32_t);
+  l.bytes = l.scalars + sizeof(StepScalars);
   return l;
 }
 
@@ -132,6 +132,7 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
   const std::size_t groups = static_cast<std::size_t>(slots) * kv_heads;
   spans = detail::DeviceBuffer(groups * sizeof(GroupSpan));
   merge_plan = detail::DeviceBuffer(groups * sizeof(GroupItems));
+  work_counter = detail::DeviceBuffer(sizeof(std::uint32_t));
   const std::size_t in_bytes = detail::in_layout(slots, q_heads, kv_heads, head_dim).bytes;
   const std::size_t out_bytes = detail::out_layout(slots, q_heads, head_dim).bytes;
   in_block = detail::DeviceBuffer(in_bytes);
@@ -183,7 +184,7 @@ void Session::Impl::configure(const EngineConfig& e) {
   full = new_full;
   ctas_per_sm = ctas;
   budget = attend_budget(ctas_per_sm, sms);
-  capacity = attend_capacity(slots * kv_heads, budget);
+  capacity = attend_capacity(slots * kv_heads, budget, e.min_chunk);
   const std::size_t heads = static_cast<std::size_t>(slots) * q_heads;
   if (mac()) {
     const int pass = match_rows_per_pass(match->config);
@@ -193,6 +194,7 @@ void Session::Impl::configure(const EngineConfig& e) {
     MACTUNE_CUDA_CHECK(match->ctas_per_sm(match_ctas_per_sm));
   }
   items = detail::DeviceBuffer(static_cast<std::size_t>(capacity) * sizeof(WorkItem));
+  dispatch = detail::DeviceBuffer(static_cast<std::size_t>(capacity) * sizeof(DispatchEntry));
   partial_o = detail::DeviceBuffer(partial_o_bytes(capacity, group, head_dim));
   partial_lse = detail::DeviceBuffer(partial_lse_bytes(capacity, group));
   for (auto& [n, exec] : graphs) cudaGraphExecDestroy(exec);  // they hold the old pointers
@@ -348,6 +350,9 @@ const SessionOptions& Session::options() const {
   return impl_->opt;
 }
 
+PlanChoice Session::last_plan() const {
+  return impl_->plan_last;
+}
 int Session::last_items() const {
   return impl_->items_last;
 }

@@ -23,6 +23,7 @@
 #include "kernels/cuda/device.h"
 #include "kernels/forced.h"
 #include "kernels/phase.h"
+#include "kernels/plan.h"
 #include "kernels/problem.h"
 #include "kernels/registry.h"
 #include "kernels/rope.h"
@@ -112,7 +113,10 @@ class Session {
   double last_step_ms() const;
   // With EngineConfig::time_phases: device time of each kernel of the last step, in order.
   std::vector<std::pair<Phase, double>> last_phase_ms() const;
-  // Items and chunk size of the last step's plan, and the CTA budget it was planned for.
+  // The last step's plan (kernels/plan.h: kind, chunk of a uniform plan, items, dispatch
+  // entries, predicted makespan), its items and chunk (0: a balanced plan), and the CTA budget
+  // it was planned for.
+  PlanChoice last_plan() const;
   int last_items() const;
   int last_chunk() const;
   int plan_budget() const;

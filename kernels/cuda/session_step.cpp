@@ -108,7 +108,8 @@ void Session::Impl::enqueue(int n, bool capturing) {
       pending.dev_out != nullptr ? pending.dev_out : reinterpret_cast<float*>(dout + ol.out);
   HeadDecision* decisions = reinterpret_cast<HeadDecision*>(dout + ol.decisions);
   std::int32_t* guard = reinterpret_cast<std::int32_t*>(dout + ol.guard);
-  std::int32_t* scalars = reinterpret_cast<std::int32_t*>(dout + ol.scalars);
+  detail::StepScalars* scalars = reinterpret_cast<detail::StepScalars*>(dout + ol.scalars);
+  const std::int32_t step_capacity = attend_capacity(n * kv_heads, budget, opt.engine.min_chunk);
   PhaseSink* sink = capturing ? nullptr : opt.phases;  // a graph launch is one step span
   const bool timed = opt.engine.time_phases;
 
@@ -187,17 +188,17 @@ void Session::Impl::enqueue(int n, bool capturing) {
     p.spans = spans.get<GroupSpan>();
     p.items = items.get<WorkItem>();
     p.merge_plan = merge_plan.get<GroupItems>();
-    p.item_count = scalars;
-    p.chunk = scalars + 1;
-    p.error = scalars + 2;
+    p.dispatch = dispatch.get<DispatchEntry>();
+    p.choice = &scalars->choice;
+    p.error = &scalars->error;
+    p.work_counter = work_counter.get<std::uint32_t>();
     p.n = n;
     p.q_heads = q_heads;
     p.kv_heads = kv_heads;
     p.group = group;
     p.band = opt.mac.band;
-    p.budget = budget;
-    p.min_chunk = opt.engine.min_chunk;
-    p.capacity = attend_capacity(n * kv_heads, budget);
+    p.limits = attend_limits(budget, opt.engine.min_chunk);
+    p.capacity = step_capacity;
     MACTUNE_CUDA_CHECK(launch_plan(p, stream));
   }
   mark();
@@ -209,14 +210,16 @@ void Session::Impl::enqueue(int n, bool capturing) {
     p.q_rot = q_rot.get<float>();
     p.decisions = mac() ? decisions : nullptr;
     p.items = items.get<WorkItem>();
-    p.item_count = scalars;
+    p.dispatch = dispatch.get<DispatchEntry>();
+    p.choice = &scalars->choice;
+    p.work_counter = work_counter.get<std::uint32_t>();
     p.partial_o = partial_o.get<float>();
     p.partial_lse = partial_lse.get<float>();
     p.q_heads = q_heads;
     p.kv_heads = kv_heads;
     p.group = group;
     p.q_scale = static_cast<float>(opt.shape.scale() * 1.4426950408889634);  // * log2(e)
-    const int grid = attend_grid(attend_capacity(n * kv_heads, budget), budget);
+    const int grid = attend_grid(step_capacity, budget);
     MACTUNE_CUDA_CHECK(mac() ? attend->launch(p, grid, stream) : full->launch(p, grid, stream));
   }
   mark();
@@ -256,11 +259,12 @@ const Session::Result& Session::Impl::finish() {
   const int n = static_cast<int>(pending.ids.size());
   const detail::OutLayout ol = detail::out_layout(n, q_heads, head_dim);
   const char* host = out_host.get<const char>();
-  const std::int32_t* scalars = reinterpret_cast<const std::int32_t*>(host + ol.scalars);
-  MACTUNE_CHECK(scalars[2] == 0, "the device plan overflowed its ", capacity,
+  const auto* scalars = reinterpret_cast<const detail::StepScalars*>(host + ol.scalars);
+  MACTUNE_CHECK(scalars->error == 0, "the device plan overflowed its ", capacity,
                 " work items (a planner bug)");
-  items_last = scalars[0];
-  chunk_last = scalars[1];
+  plan_last = scalars->choice;
+  items_last = plan_last.items;
+  chunk_last = plan_last.chunk;
   float ms = 0.0f;
   MACTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, ev_start, ev_stop));
   step_ms = ms;

@@ -1,15 +1,13 @@
 // The kernels of a decode step that have no tuning knobs, compiled once: prepare (RoPE, q~,
-// KV append), the device planner (kernels/plan.h on the device) and the synthetic prefill.
+// KV append) and the synthetic prefill. The device planner is plan_kernel.cu.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "kernels/cuda/detail/decide.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/cuda/params.h"
 #include "kernels/forced.h"
-#include "kernels/plan.h"
 
 namespace mactune::cuda {
 namespace {
@@ -59,124 +57,6 @@ __global__ void prepare_kernel(const __grid_constant__ PrepareParams p) {
         from_float<T>(static_cast<float>(__dadd_rn(__dmul_rn(x1, cs), __dmul_rn(x0, sn))));
     v[i] = from_float<T>(p.v_in[at + i]);
     v[i + half] = from_float<T>(p.v_in[at + i + half]);
-  }
-}
-
-__device__ __forceinline__ int block_max(int x, int* scratch) {
-#pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  x = lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : x;
-#pragma unroll
-  for (int o = 16; o >= 1; o >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, o));
-  __syncthreads();
-  return x;
-}
-
-// Exclusive prefix sum over the block; *total = the sum of all.
-__device__ __forceinline__ int block_exclusive_scan(int x, int* scratch, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  int inc = x;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, inc, o);
-    if (lane >= o) inc += y;
-  }
-  if (lane == 31) scratch[warp] = inc;
-  __syncthreads();
-  if (warp == 0) {
-    int w = lane < warps ? scratch[lane] : 0;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, w, o);
-      if (lane >= o) w += y;
-    }
-    if (lane < warps) scratch[lane] = w;  // inclusive over warps
-  }
-  __syncthreads();
-  const int before = (warp > 0 ? scratch[warp - 1] : 0) + inc - x;
-  *total = scratch[warps - 1];
-  __syncthreads();
-  return before;
-}
-
-// The step's plan in one CTA: the heads' decisions (MAC), group spans, the chunk
-// (choose_chunk's answer, 32 probes a round), then every group's items (emit_plan) at its
-// prefix-sum offset.
-__global__ void __launch_bounds__(kPlanThreads) plan_kernel(const __grid_constant__ PlanParams p) {
-  __shared__ int scratch[32];
-  __shared__ int fits[kPlanFanout];
-  __shared__ ChunkSearch search;
-  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
-  const int groups = p.n * p.kv_heads;
-  if (p.decisions != nullptr) {
-    for (int hr = tid; hr < p.n * p.q_heads; hr += kPlanThreads)
-      p.decisions[hr] = detail::decide_head(p, hr / p.q_heads, hr % p.q_heads);
-    __syncthreads();  // decisions are read back by other threads below
-  }
-  int longest = 1;
-  for (int gi = tid; gi < groups; gi += kPlanThreads) {
-    const int row = gi / p.kv_heads, g = gi % p.kv_heads, m = p.rows[row].m;
-    GroupSpan s{row, g, 0, m + 1, m + 1};  // full attention: one segment
-    if (p.decisions != nullptr) {
-      const HeadDecision* d = p.decisions + static_cast<long long>(row) * p.q_heads + g * p.group;
-      int begin = m + 1;
-      for (int j = 0; j < p.group; ++j) begin = min(begin, d[j].start);
-      s.begin = begin;
-      s.cache_end = cache_end(m, p.band);
-    }
-    p.spans[gi] = s;
-    longest = max(longest, longest_segment(s));
-  }
-  longest = block_max(longest, scratch);  // also orders the span writes before the reads below
-  if (tid == 0) search = chunk_search_begin(longest, p.min_chunk);
-  __syncthreads();
-  while (!search.done) {  // uniform: every thread reads the same shared state
-    const std::int32_t probe = chunk_search_probe(search, warp, kPlanFanout);
-    long long count = 0;
-    for (int gi = lane; gi < groups; gi += 32) count += group_item_count(p.spans[gi], probe);
-#pragma unroll
-    for (int o = 16; o >= 1; o >>= 1) count += __shfl_xor_sync(0xffffffffu, count, o);
-    if (lane == 0) fits[warp] = count <= p.budget ? 1 : 0;
-    __syncthreads();
-    if (tid == 0) {
-      int first = -1;
-      for (int w = 0; w < kPlanFanout && first < 0; ++w)
-        if (fits[w]) first = w;
-      chunk_search_update(search, first, kPlanFanout);
-    }
-    __syncthreads();
-  }
-  const std::int32_t chunk = search.result;
-  const int per = (groups + kPlanThreads - 1) / kPlanThreads;
-  const int g0 = min(groups, tid * per), g1 = min(groups, g0 + per);
-  int mine = 0;
-  for (int gi = g0; gi < g1; ++gi) mine += group_item_count(p.spans[gi], chunk);
-  int total = 0;
-  int offset = block_exclusive_scan(mine, scratch, &total);
-  for (int gi = g0; gi < g1; ++gi) {
-    GroupItems mp;
-    const std::int32_t wrote =
-        offset <= p.capacity
-            ? emit_plan(p.spans + gi, 1, chunk, p.items + offset, &mp, p.capacity - offset)
-            : -1;
-    if (wrote < 0) {
-      atomicExch(p.error, 1);
-      break;
-    }
-    for (int k = offset; k < offset + wrote; ++k) p.items[k].group = gi;  // emit_plan saw 1 group
-    mp.first += offset;
-    mp.split += offset;
-    mp.last += offset;
-    p.merge_plan[gi] = mp;
-    offset += wrote;
-  }
-  if (tid == 0) {
-    *p.item_count = total <= p.capacity ? total : 0;
-    *p.chunk = chunk;
-    if (total > p.capacity) atomicExch(p.error, 1);
   }
 }
 
@@ -248,11 +128,6 @@ cudaError_t launch_prepare(const PrepareParams& p, int n, cudaStream_t stream) {
     prepare_kernel<f16_t><<<grid, threads, 0, stream>>>(p);
   else
     return cudaErrorInvalidValue;
-  return cudaGetLastError();
-}
-
-cudaError_t launch_plan(const PlanParams& p, cudaStream_t stream) {
-  plan_kernel<<<1, kPlanThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -49,9 +49,11 @@ TEST(CudaLaunch, ConfigErrorsNameTheField) {
 
 TEST(CudaLaunch, GridsAndCapacity) {
   EXPECT_EQ(attend_budget(3, 132), 396);
-  EXPECT_EQ(attend_budget(0, 132), 132);         // at least one CTA an SM
-  EXPECT_EQ(attend_capacity(64 * 4, 396), 512);  // 2 items a group when even that overflows
-  EXPECT_EQ(attend_capacity(16 * 4, 396), 396);
+  EXPECT_EQ(attend_budget(0, 132), 132);  // at least one CTA an SM
+  // 8 waves of uniform items plus one small item a segment (kernels/plan.h).
+  EXPECT_EQ(attend_capacity(64 * 4, 396, 128), 8 * 396 + 2 * 256);
+  EXPECT_EQ(attend_limits(396, 128).workers, 396);
+  EXPECT_EQ(attend_limits(396, 64).min_chunk, 64);
   EXPECT_EQ(attend_grid(512, 396), 396);
   EXPECT_EQ(attend_grid(10, 396), 10);
   EXPECT_EQ(merge_grid(32), 8);
@@ -82,91 +84,6 @@ TEST(CudaLaunch, MatchTilesFillTheGpuWithWholePasses) {
   // Batch 1, 32 heads, K = 1024: the smallest tiles, 32 a head, 1024 CTAs.
   const MatchConfig c{128, false, DType::bf16};
   EXPECT_EQ(match_candidates_per_cta(c, 32, 1024, 132 * 5), 32);
-}
-
-// Random span sets: skewed begins, hits and misses, contexts up to 256K.
-std::vector<GroupSpan> random_spans(std::mt19937_64& rng, int n) {
-  std::vector<GroupSpan> g(static_cast<std::size_t>(n));
-  std::uniform_int_distribution<int> ctx(1, 1 << 18), band(1, 1024), lag(1, 4096);
-  std::bernoulli_distribution hit(0.5);
-  for (int i = 0; i < n; ++i) {
-    GroupSpan& s = g[static_cast<std::size_t>(i)];
-    s.kv_len = ctx(rng);
-    s.cache_end = std::max(s.kv_len - band(rng), 0);
-    s.begin = hit(rng) ? std::max(s.cache_end - lag(rng), 0) : 0;
-    s.batch_index = i;
-  }
-  return g;
-}
-
-TEST(CudaPlanner, KaryChunkSearchEqualsChooseChunk) {
-  std::mt19937_64 rng(42);
-  for (int trial = 0; trial < 150; ++trial) {
-    const int n = std::uniform_int_distribution<int>(0, 160)(rng);
-    const auto spans = random_spans(rng, n);
-    const int budget = std::uniform_int_distribution<int>(1, 2000)(rng);
-    const int min_chunk = std::uniform_int_distribution<int>(0, 2048)(rng);
-    const std::int32_t want = choose_chunk(spans.data(), n, budget, min_chunk);
-    for (int fanout : {2, 3, 7, kPlanFanout})
-      ASSERT_EQ(choose_chunk_kary(spans.data(), n, budget, min_chunk, fanout), want)
-          << "trial " << trial << " n " << n << " budget " << budget << " fanout " << fanout;
-  }
-}
-
-TEST(CudaPlanner, KarySearchTakesFewRounds) {
-  // 32 probes a round shrink [lo, hi] ~31x: a 2^18-token range needs at most 5 rounds.
-  std::mt19937_64 rng(3);
-  const auto spans = random_spans(rng, 256);
-  std::int32_t longest = 1;
-  for (const GroupSpan& g : spans) longest = std::max(longest, longest_segment(g));
-  ChunkSearch s = chunk_search_begin(longest, 1);
-  int rounds = 0;
-  while (!s.done) {
-    int first = -1;
-    for (int i = 0; i < kPlanFanout && first < 0; ++i)
-      if (plan_item_count(spans.data(), 256, chunk_search_probe(s, i, kPlanFanout)) <= 396)
-        first = i;
-    chunk_search_update(s, first, kPlanFanout);
-    ++rounds;
-  }
-  EXPECT_LE(rounds, 5);
-  EXPECT_EQ(s.result, choose_chunk(spans.data(), 256, 396, 1));
-}
-
-// emit_plan per group at prefix-sum offsets (what the device planner does) equals one
-// emit_plan over all groups, once the group index and merge ranges are rebased.
-TEST(CudaPlanner, PerGroupEmissionEqualsWholePlan) {
-  std::mt19937_64 rng(9);
-  for (int trial = 0; trial < 50; ++trial) {
-    const int n = std::uniform_int_distribution<int>(1, 64)(rng);
-    const auto spans = random_spans(rng, n);
-    const Plan whole = make_simple_plan(spans, 396, 128);
-    std::vector<WorkItem> items(whole.items.size());
-    std::vector<GroupItems> merge(spans.size());
-    std::int32_t offset = 0;
-    for (int gi = 0; gi < n; ++gi) {
-      GroupItems mp;
-      const std::int32_t cap = static_cast<std::int32_t>(items.size()) - offset;
-      const std::int32_t wrote = emit_plan(&spans[static_cast<std::size_t>(gi)], 1, whole.chunk,
-                                           items.data() + offset, &mp, cap);
-      ASSERT_GE(wrote, 0);
-      for (int k = offset; k < offset + wrote; ++k) items[static_cast<std::size_t>(k)].group = gi;
-      merge[static_cast<std::size_t>(gi)] = {mp.first + offset, mp.split + offset,
-                                             mp.last + offset};
-      offset += wrote;
-    }
-    ASSERT_EQ(offset, static_cast<std::int32_t>(whole.items.size()));
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      EXPECT_EQ(items[k].group, whole.items[k].group);
-      EXPECT_EQ(items[k].kv_begin, whole.items[k].kv_begin);
-      EXPECT_EQ(items[k].kv_end, whole.items[k].kv_end);
-    }
-    for (std::size_t g = 0; g < merge.size(); ++g) {
-      EXPECT_EQ(merge[g].first, whole.groups[g].first);
-      EXPECT_EQ(merge[g].split, whole.groups[g].split);
-      EXPECT_EQ(merge[g].last, whole.groups[g].last);
-    }
-  }
 }
 
 TEST(CudaNames, CanonicalNamesRoundTrip) {

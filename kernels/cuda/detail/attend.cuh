@@ -1,6 +1,7 @@
 // Split-KV decode attention over planned work items (attend and full share this device code).
 //
-// A CTA (4 warps) takes work items from the device plan (kernels/plan.h): one (request, KV head)
+// A CTA (4 warps) takes dispatch entries of the device plan (kernels/plan.h), each a range of
+// work items; an item is one (request, KV head)
 // group over [kv_begin, kv_end). All G query heads of the group are the rows of one 16-row MMA
 // tile, so each K/V tile is read once for the whole group. Per item:
 //   1. q of the G heads, pre-scaled by softmax_scale * log2(e), goes to shared memory split in
@@ -284,40 +285,51 @@ struct AttendCta {
     }
   }
 
-  __device__ void run() const {
-    const int count = *p.item_count;
-    for (int idx = static_cast<int>(blockIdx.x); idx < count; idx += static_cast<int>(gridDim.x)) {
-      __syncthreads();  // the previous item's epilogue is done with shared memory
-      const WorkItem it = p.items[idx];
-      const int slot = p.rows[it.batch_index].slot;
-      load_q(it);
-      const int start0 = row_start(it, acc_row(lane, 0));
-      const int start1 = kHighRows ? row_start(it, acc_row(lane, 2)) : INT_MAX;
-      const int tiles = (it.kv_end - it.kv_begin + T - 1) / T;
-#pragma unroll
-      for (int s = 0; s < S - 1; ++s) {
-        if (s < tiles) load_tile(it, slot, s, s);
-        cp_async_commit();  // empty groups keep the wait count uniform
-      }
-      State st;
-      st.m0 = st.m1 = kNegInf;
-      st.l0 = st.l1 = 0.0f;
-#pragma unroll
-      for (int nb = 0; nb < kNBlocks; ++nb)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st.o[nb][e] = 0.0f;
-      for (int t = 0; t < tiles; ++t) {
-        const int next = t + S - 1;
-        if (next < tiles) load_tile(it, slot, next, next % S);  // refills the buffer of t - 1
-        cp_async_commit();
-        cp_async_wait<S - 1>();  // tile t has landed (this thread's copies)
-        __syncthreads();         // ... and everyone's; q is visible on the first pass
-        compute_tile(st, it, t, t % S, start0, start1);
-        __syncthreads();  // buffer t % S is free for the copies issued next iteration
-      }
-      cp_async_wait<0>();
-      write_partials(st, idx);
+  // The dispatch rule of kernels/plan.h: CTA b starts with entry first_claim(b); when done,
+  // it takes entry next_claim(grid, ticket) with the next ticket, until none is left.
+  __device__ void run(int* ticket_s) const {
+    const int entries = p.choice->entries;
+    for (int e = first_claim(static_cast<int>(blockIdx.x)); e < entries;) {
+      const DispatchEntry d = p.dispatch[e];
+      for (int idx = d.first; idx < d.last; ++idx) run_item(idx);
+      if (tid == 0) *ticket_s = static_cast<int>(atomicAdd(p.work_counter, 1u));
+      __syncthreads();
+      e = next_claim(static_cast<int>(gridDim.x), *ticket_s);
+      __syncthreads();  // everyone has read the ticket before the next one is written
     }
+  }
+
+  __device__ void run_item(int idx) const {
+    __syncthreads();  // the previous item's epilogue is done with shared memory
+    const WorkItem it = p.items[idx];
+    const int slot = p.rows[it.batch_index].slot;
+    load_q(it);
+    const int start0 = row_start(it, acc_row(lane, 0));
+    const int start1 = kHighRows ? row_start(it, acc_row(lane, 2)) : INT_MAX;
+    const int tiles = (it.kv_end - it.kv_begin + T - 1) / T;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < tiles) load_tile(it, slot, s, s);
+      cp_async_commit();  // empty groups keep the wait count uniform
+    }
+    State st;
+    st.m0 = st.m1 = kNegInf;
+    st.l0 = st.l1 = 0.0f;
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st.o[nb][e] = 0.0f;
+    for (int t = 0; t < tiles; ++t) {
+      const int next = t + S - 1;
+      if (next < tiles) load_tile(it, slot, next, next % S);  // refills the buffer of t - 1
+      cp_async_commit();
+      cp_async_wait<S - 1>();  // tile t has landed (this thread's copies)
+      __syncthreads();         // ... and everyone's; q is visible on the first pass
+      compute_tile(st, it, t, t % S, start0, start1);
+      __syncthreads();  // buffer t % S is free for the copies issued next iteration
+    }
+    cp_async_wait<0>();
+    write_partials(st, idx);
   }
 };
 
@@ -342,14 +354,16 @@ template <class Instance>
 __global__ void __launch_bounds__(kAttendThreads, kAttendMinBlocks<Instance::config>)
     attend_kernel(const __grid_constant__ AttendParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  detail::AttendCta<Instance::config, true>(p, smem).run();
+  __shared__ int ticket;
+  detail::AttendCta<Instance::config, true>(p, smem).run(&ticket);
 }
 
 template <class Instance>
 __global__ void __launch_bounds__(kAttendThreads, kAttendMinBlocks<as_attend(Instance::config)>)
     full_kernel(const __grid_constant__ AttendParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  detail::AttendCta<as_attend(Instance::config), false>(p, smem).run();
+  __shared__ int ticket;
+  detail::AttendCta<as_attend(Instance::config), false>(p, smem).run(&ticket);
 }
 
 }  // namespace mactune::cuda

@@ -61,8 +61,12 @@ struct InLayout {
   std::size_t header = 0, rows = 0, q = 0, k = 0, v = 0, bytes = 0;
 };
 struct OutLayout {
-  std::size_t out = 0, decisions = 0, guard = 0, scalars = 0,
-              bytes = 0;  // scalars: items, chunk, error
+  std::size_t out = 0, decisions = 0, guard = 0, scalars = 0, bytes = 0;  // scalars: StepScalars
+};
+// What the plan kernel reports back with the outputs.
+struct StepScalars {
+  PlanChoice choice;
+  std::int32_t error = 0;  // the plan overflowed its arrays (a planner bug)
 };
 InLayout in_layout(int n, int q_heads, int kv_heads, int head_dim);
 OutLayout out_layout(int n, int q_heads, int head_dim);
@@ -90,7 +94,7 @@ struct Session::Impl {
   detail::DeviceBuffer k_pool, v_pool, page_table;
   detail::DeviceBuffer ring_q, ring_o, ring_lse, ring_pos;
   detail::DeviceBuffer q_ring, q_rot, match_partials, match_best, counters;
-  detail::DeviceBuffer spans, merge_plan, items, partial_o, partial_lse;
+  detail::DeviceBuffer spans, merge_plan, items, dispatch, work_counter, partial_o, partial_lse;
   detail::DeviceBuffer in_block, out_block;
   detail::PinnedBuffer in_host, out_host;
 
@@ -112,6 +116,7 @@ struct Session::Impl {
   std::vector<std::pair<Phase, double>> phase_ms;
   double step_ms = 0.0;
   int items_last = 0, chunk_last = 0;
+  PlanChoice plan_last;
 
   explicit Impl(const SessionOptions& o);
   ~Impl();
