@@ -157,6 +157,20 @@ class Session {
     return ring[static_cast<std::size_t>(ring_slot(pos, mac_.ring_capacity))];
   }
 
+  // Appends a step's K/V without attending (tests fast-forward long contexts with it: positions
+  // appended this way hold no ring entry, so nothing can match them). Counts as a step.
+  void append(std::span<const int> requests, std::span<const float> k, std::span<const float> v) {
+    const std::size_t per = static_cast<std::size_t>(shape_.kv_heads) * shape_.head_dim;
+    MACTUNE_REQUIRE(k.size() == requests.size() * per && v.size() == k.size(),
+                    "k and v must hold n x kv_heads x head_dim values");
+    for (std::size_t b = 0; b < requests.size(); ++b) {
+      Request& r = at(requests[b]);
+      append_kv(r, r.len, k.subspan(b * per, per), v.subspan(b * per, per));
+      ++r.len;
+    }
+    ++steps_;
+  }
+
   // One decode step. q: [n, q_heads, D], k and v: [n, kv_heads, D], pre-RoPE, for requests[0..n).
   Result step(std::span<const int> requests, std::span<const float> q, std::span<const float> k,
               std::span<const float> v) {

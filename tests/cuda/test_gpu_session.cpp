@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu_harness.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/registry.h"
 
 namespace mactune::cuda::testing {
@@ -137,7 +138,8 @@ TEST(SessionCuda, AsyncStepsAreTimedOnTheDevice) {
   EXPECT_LE(sum, s.last_step_ms() * 1.01 + 1e-3);
   EXPECT_EQ(r.out.size(), static_cast<std::size_t>(o.shape.q_heads) * o.shape.head_dim);
   EXPECT_GE(s.last_items(), o.shape.kv_heads);
-  EXPECT_LE(s.last_items(), s.plan_budget());
+  EXPECT_LE(s.last_items(), attend_capacity(o.shape.kv_heads, s.plan_budget(), o.engine.min_chunk));
+  EXPECT_EQ(s.last_plan().items, s.last_items());
 }
 
 // advance = false: the same step again gives the same answer (nothing it reads moved).
