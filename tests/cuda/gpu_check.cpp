@@ -1,11 +1,16 @@
 // mactune_gpu_check: the measurements of scripts/gpu-check.sh on a GPU machine.
 //   1. device-to-device copy bandwidth (bytes read + written, median of repeats): the ceiling
-//   2. match time at K = 1024 (batch 1, 32 query heads, D = 128)
+//   2. match, plan and the whole MAC step at K = 1024 (batch 1, 32 query heads, D = 128), each
+//      timed inside a CUDA graph (event nodes between the kernels: no launch gaps), and the
+//      same step eagerly for comparison
 //   3. full attention vs MAC: context 32K / 128K x batch 1 / 16 / 64 x GQA 4 / 8 x hit rate
 //      0 / 0.9 / 1.0 (forced per-head hits, lag uniform in [1, 64], K = 512, r = 256), both as
-//      CUDA graphs, samples interleaved; device time per step from CUDA events.
+//      CUDA graphs, samples interleaved; device time per step and per phase from event nodes
+//      inside the graphs; the plan each step ran (kind, items)
 // Writes OUTDIR/results.json and OUTDIR/results.md and prints the markdown table.
 //   mactune_gpu_check OUTDIR [--quick]
+//   mactune_gpu_check --ncu           one full and one MAC step at 128K, batch 16, GQA 8 (for
+//                                     ncu's kernel filter; nothing written)
 //   mactune_gpu_check --list          the instances this binary holds (no GPU needed)
 #include <cuda_runtime_api.h>
 
@@ -87,12 +92,52 @@ struct Row {
   double hit;
   double full_ms, mac_ms, full_gbs, mac_skip;
   long long full_bytes;
+  double mac_match_ms, mac_plan_ms, mac_attend_ms;  // phases of the MAC step (graph event nodes)
+  PlanChoice full_plan, mac_plan;
 };
+
+std::string plan_text(const PlanChoice& c) {
+  return std::string(c.kind == PlanKind::uniform ? "uniform" : "balanced") + " " +
+         std::to_string(c.items) + " items";
+}
 
 std::string json_escape(const std::string& s) {
   std::string o;
   for (char c : s) o += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
   return o;
+}
+
+// One full and one MAC step (hit 0, so attend reads everything) at 128K, batch 16, GQA 8,
+// each once after one warm-up, for `ncu -k regex:'(full|attend)_kernel'`.
+int run_ncu() {
+  if (!gpu_status().usable) {
+    std::cerr << "mactune_gpu_check: " << gpu_status().why_not << "\n";
+    return 2;
+  }
+  SessionOptions o;
+  o.shape.batch = 16;
+  o.shape.q_heads = 32;
+  o.shape.kv_heads = 4;
+  o.shape.head_dim = 128;
+  o.shape.kv_dtype = DType::bf16;
+  o.mac.ring_capacity = 512;
+  o.mac.band = 256;
+  o.mac.min_context = 2048;
+  o.max_context = 131072 + 64;
+  o.forced.enabled = true;
+  o.forced.hit_rate = 0.0;
+  SessionOptions f = o;
+  f.mac_enabled = false;
+  f.forced.enabled = false;
+  Session full(f), mac(o);
+  Inputs fin = make_inputs(full, 16, 131072, 11), min = make_inputs(mac, 16, 131072, 11);
+  for (int i = 0; i < 2; ++i) {
+    full.step(fin.ids, fin.q, fin.k, fin.v, false);
+    mac.step(min.ids, min.q, min.k, min.v, false);
+  }
+  std::cout << "ncu steps: full " << full.last_step_ms() << " ms (" << plan_text(full.last_plan())
+            << "), mac " << mac.last_step_ms() << " ms (" << plan_text(mac.last_plan()) << ")\n";
+  return 0;
 }
 
 int run(const std::string& outdir, bool quick) {
@@ -109,9 +154,12 @@ int run(const std::string& outdir, bool quick) {
   std::cout << "copy bandwidth (read + write): " << copy_gbs << " GB/s\n" << std::flush;
 
   const int warmup = 3, samples = quick ? 7 : 15;
-  // Match at K = 1024: batch 1, 32 query heads, per-kernel events.
-  double match_us = 0;
-  {
+  // Match, plan and the whole step at K = 1024: batch 1, 32 query heads, per-kernel event
+  // nodes inside the step's graph; then the same step eagerly (launch gaps included).
+  struct Phases {
+    double match_us = 0, plan_us = 0, step_us = 0;
+  };
+  auto time_step = [&](bool graph) {
     SessionOptions o;
     o.shape.batch = 1;
     o.shape.q_heads = 32;
@@ -122,20 +170,29 @@ int run(const std::string& outdir, bool quick) {
     o.mac.band = 256;
     o.mac.min_context = 2048;
     o.engine.time_phases = true;
+    o.engine.graph = graph;
     o.max_context = 4096 + 64;
     Session s(o);
     Inputs in = make_inputs(s, 1, 4096, 1);
-    std::vector<double> us;
+    std::vector<double> m, pl, whole;
     for (int i = 0; i < warmup + samples; ++i) {
       s.step(in.ids, in.q, in.k, in.v, false);
-      for (const auto& [phase, ms] : s.last_phase_ms())
-        if (phase == Phase::match && i >= warmup) us.push_back(ms * 1e3);
+      if (i < warmup) continue;
+      whole.push_back(s.last_step_ms() * 1e3);
+      for (const auto& [phase, ms] : s.last_phase_ms()) {
+        if (phase == Phase::match) m.push_back(ms * 1e3);
+        if (phase == Phase::plan) pl.push_back(ms * 1e3);
+      }
     }
-    match_us = median(us);
-    std::cout << "match (K = 1024, batch 1, 32 heads): " << match_us << " us ("
-              << s.instance_names().front() << ")\n"
-              << std::flush;
-  }
+    return Phases{median(m), median(pl), median(whole)};
+  };
+  const Phases graphed = time_step(true), eager = time_step(false);
+  const double match_us = graphed.match_us;
+  std::cout << "K = 1024, batch 1, 32 heads, in a graph: match " << graphed.match_us << " us, plan "
+            << graphed.plan_us << " us, step " << graphed.step_us << " us; eager: match "
+            << eager.match_us << " us, plan " << eager.plan_us << " us, step " << eager.step_us
+            << " us\n"
+            << std::flush;
 
   std::vector<Row> rows;
   const std::vector<int> contexts =
@@ -156,6 +213,7 @@ int run(const std::string& outdir, bool quick) {
         o.mac.min_context = 2048;
         o.max_context = context + 64;
         o.engine.graph = true;
+        o.engine.time_phases = true;
         o.forced.enabled = true;
         o.forced.coherence = Coherence::per_head;
         o.forced.lag = {LagKind::uniform, 1, 64};
@@ -168,7 +226,7 @@ int run(const std::string& outdir, bool quick) {
         for (double hit : {0.0, 0.9, 1.0}) {
           o.forced.hit_rate = hit;
           mac.set_forced(o.forced);
-          std::vector<double> tf, tm;
+          std::vector<double> tf, tm, pm, pp, pa;
           long long bytes = 0;
           double skip = 0;
           for (int i = 0; i < warmup + samples; ++i) {  // interleaved: one run, one clock state
@@ -177,9 +235,29 @@ int run(const std::string& outdir, bool quick) {
             if (i >= warmup) tf.push_back(full.last_step_ms());
             const Session::Result& rm = mac.step(min.ids, min.q, min.k, min.v, false);
             skip = rm.stats.skip_ratio();
-            if (i >= warmup) tm.push_back(mac.last_step_ms());
+            if (i >= warmup) {
+              tm.push_back(mac.last_step_ms());
+              for (const auto& [phase, ms] : mac.last_phase_ms()) {
+                if (phase == Phase::match) pm.push_back(ms);
+                if (phase == Phase::plan) pp.push_back(ms);
+                if (phase == Phase::attend) pa.push_back(ms);
+              }
+            }
           }
-          Row r{context, batch, group, hit, median(tf), median(tm), 0, skip, bytes};
+          Row r{context,
+                batch,
+                group,
+                hit,
+                median(tf),
+                median(tm),
+                0,
+                skip,
+                bytes,
+                median(pm),
+                median(pp),
+                median(pa),
+                full.last_plan(),
+                mac.last_plan()};
           r.full_gbs = static_cast<double>(bytes) / (r.full_ms * 1e-3) / 1e9;
           rows.push_back(r);
           std::printf(
@@ -216,7 +294,10 @@ int run(const std::string& outdir, bool quick) {
        << ", \"group\": " << r.group << ", \"hit\": " << r.hit << ", \"full_ms\": " << r.full_ms
        << ", \"mac_ms\": " << r.mac_ms << ", \"speedup\": " << speed
        << ", \"full_gbs\": " << r.full_gbs << ", \"full_bytes\": " << r.full_bytes
-       << ", \"mac_skip\": " << r.mac_skip << "}";
+       << ", \"mac_skip\": " << r.mac_skip << ", \"mac_match_ms\": " << r.mac_match_ms
+       << ", \"mac_plan_ms\": " << r.mac_plan_ms << ", \"mac_attend_ms\": " << r.mac_attend_ms
+       << ", \"full_plan\": \"" << plan_text(r.full_plan) << "\", \"mac_plan\": \""
+       << plan_text(r.mac_plan) << "\"}";
     first = false;
     if (r.context == 131072 && r.batch >= 16 && r.hit == 0.0)
       worst_full_frac = std::min(worst_full_frac, frac);
@@ -243,8 +324,16 @@ int run(const std::string& outdir, bool quick) {
 
 int main(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help") {
-    std::cerr << "usage: mactune_gpu_check OUTDIR [--quick] | --list\n";
+    std::cerr << "usage: mactune_gpu_check OUTDIR [--quick] | --ncu | --list\n";
     return 2;
+  }
+  if (std::string(argv[1]) == "--ncu") {
+    try {
+      return mactune::cuda::run_ncu();
+    } catch (const std::exception& e) {
+      std::cerr << "mactune_gpu_check: error: " << e.what() << "\n";
+      return 2;
+    }
   }
   if (std::string(argv[1]) == "--list") {
     for (const mactune::InstanceInfo& i : mactune::cuda::instances())
