@@ -75,8 +75,9 @@ struct PlanLimits {
 //   CUDA: workers = resident attend CTAs (occupancy x SMs); an item costs 128 token-equivalents
 //   (the MAC reference's persistent kernel plans with 128; a lease calibrates it, see
 //   docs/gpu-results.md); 8 candidate wave counts (the plan kernel's 32 warps search 16 chunks).
-//   CPU: one part per thread is fragile when a thread is descheduled, so 4 parts a thread,
-//   claimed dynamically by the pool; an item (a kernel call) costs about 64 tokens.
+//   CPU: one part per thread is fragile when a thread is descheduled (a shared machine), so
+//   16 parts a thread, claimed dynamically by the pool: a late thread leaves at most 1/16 of
+//   its share to the others; an item (a kernel call) costs about 64 tokens.
 MACTUNE_HD inline PlanLimits cuda_plan_limits(std::int32_t resident_ctas, std::int32_t min_chunk) {
   PlanLimits l;
   l.workers = resident_ctas < 1 ? 1 : resident_ctas;
@@ -90,7 +91,7 @@ MACTUNE_HD inline PlanLimits cpu_plan_limits(std::int32_t threads, std::int32_t 
   PlanLimits l;
   l.workers = threads < 1 ? 1 : threads;
   l.max_waves = 8;
-  l.parts_per_worker = 4;
+  l.parts_per_worker = 16;
   l.min_chunk = chunk_tokens < 1 ? 1 : chunk_tokens;
   l.item_cost = 64;
   return l;
