@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <regex>
+#include <thread>
 
 #include "tests/slurm/local_slurm.h"
 #include "tests/slurm/slurm_fixtures.h"
@@ -68,6 +69,11 @@ TEST(SlurmCluster, ArrayWithARequeuedTaskResumesAndItsTableEqualsEmit) {
   // A requeued job waits two minutes before it may start again; let it go now.
   ASSERT_TRUE(LocalSlurm::wait_for([&] { return job_state(slurm, task0) == "PENDING"; }, 30))
       << job_state(slurm, task0) << logs();
+  // slurmd remembers the requeued job's revoked credential to the second and kills a launch
+  // whose credential was made in that same second ("Killing non-startable batch job: Job
+  // credential revoked", then the finish job's dependency fails): a quarter of the runs here
+  // before this wait. Let the clock pass into the next second before releasing it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const Ran up = slurm.command({"scontrol", "update", "JobId=" + task0, "StartTime=now"});
   ASSERT_EQ(up.rc, 0) << up.err << logs();
 
