@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "kernels/config.h"
+#include "kernels/enum_names.h"
 #include "kernels/error.h"
 
 namespace mactune {
@@ -22,24 +23,22 @@ constexpr std::size_t dtype_size(DType t) {
   return t == DType::f32 ? 4 : 2;
 }
 
-constexpr std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "f32";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-  }
-  return "?";
-}
+template <>
+struct EnumNames<DType> {
+  static constexpr std::string_view what = "dtype";
+  // The usual spellings are accepted too: fp32/float32/float, fp16/float16/half, bfloat16.
+  static constexpr EnumName<DType> names[] = {{DType::f32, "f32"},     {DType::f16, "f16"},
+                                              {DType::bf16, "bf16"},   {DType::f32, "fp32"},
+                                              {DType::f32, "float32"}, {DType::f32, "float"},
+                                              {DType::f16, "fp16"},    {DType::f16, "float16"},
+                                              {DType::f16, "half"},    {DType::bf16, "bfloat16"}};
+};
 
-// Accepts the usual spellings (f32/fp32/float32/float, f16/fp16/float16/half, bf16/bfloat16).
+constexpr std::string_view dtype_name(DType t) {
+  return name_of(t);
+}
 inline DType parse_dtype(std::string_view s) {
-  if (s == "f32" || s == "fp32" || s == "float32" || s == "float") return DType::f32;
-  if (s == "f16" || s == "fp16" || s == "float16" || s == "half") return DType::f16;
-  if (s == "bf16" || s == "bfloat16") return DType::bf16;
-  input_error("unknown dtype '", s, "' (expected f32, f16 or bf16)");
+  return parse_enum<DType>(s);
 }
 
 // 16-bit storage words. Plain structs so that host code never mixes them up with integers.

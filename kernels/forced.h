@@ -5,10 +5,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "kernels/config.h"
+#include "kernels/enum_names.h"
 #include "kernels/error.h"
+#include "kernels/fields.h"
 
 namespace mactune {
 
@@ -23,6 +27,7 @@ enum class LagKind : std::uint8_t { fixed, uniform, normal };
 struct LagDistribution {
   LagKind kind = LagKind::uniform;
   double a = 1, b = 64;
+  bool operator==(const LagDistribution&) const = default;
 };
 
 struct ForcedHits {
@@ -33,14 +38,50 @@ struct ForcedHits {
   std::uint64_t seed = 0x6d6163;
 };
 
-inline std::string_view coherence_name(Coherence c) {
-  return c == Coherence::per_head ? "per-head" : "per-group";
-}
-inline Coherence parse_coherence(std::string_view s) {
-  if (s == "per-head" || s == "head") return Coherence::per_head;
-  if (s == "per-group" || s == "group") return Coherence::per_group;
-  input_error("unknown coherence '", s, "' (expected per-head or per-group)");
-}
+template <>
+struct EnumNames<Coherence> {
+  static constexpr std::string_view what = "coherence";
+  static constexpr EnumName<Coherence> names[] = {{Coherence::per_head, "per-head"},
+                                                  {Coherence::per_group, "per-group"},
+                                                  {Coherence::per_head, "head"},
+                                                  {Coherence::per_group, "group"}};
+};
+template <>
+struct EnumNames<LagKind> {
+  static constexpr std::string_view what = "lag distribution";
+  static constexpr EnumName<LagKind> names[] = {
+      {LagKind::fixed, "fixed"}, {LagKind::uniform, "uniform"}, {LagKind::normal, "normal"}};
+};
+
+}  // namespace mactune
+
+// Lag distributions as written in specs and flags: "fixed(8)", "uniform(1,64)", "normal(32,8)"
+// (mean, sd); "1:64" is short for uniform(1,64).
+template <>
+struct mactune::FieldCodec<mactune::LagDistribution> {
+  static std::string text(const LagDistribution& lag);
+  static LagDistribution parse(std::string_view text);
+};
+
+// The forced-hit settings a workload sweeps. `enabled` and `seed` are not settings: the tuner
+// always forces hits, with the spec's seed.
+template <>
+struct mactune::FieldTable<mactune::ForcedHits> {
+  static const std::vector<Field<ForcedHits>>& fields() {
+    using F = ForcedHits;
+    static const std::vector<Field<F>> t = {
+        field<&F::lag>("lag", "lag",
+                       "distance m - p of a hit: fixed(a), uniform(a,b), normal(mean,sd)"),
+        field<&F::coherence>("coherence", "coherence", "hit units: per-head or per-group"),
+        field<&F::hit_rate>("hit_rate", "hit_rate",
+                            "fraction of eligible units that hit (exact quota per step)")
+            .range(0, 1),
+    };
+    return t;
+  }
+};
+
+namespace mactune {
 
 namespace detail {
 
@@ -114,3 +155,48 @@ MACTUNE_HD inline int forced_max_lag(int m, int ring_capacity, int band) {
 }
 
 }  // namespace mactune
+
+// ---- Definitions.
+
+inline std::string mactune::FieldCodec<mactune::LagDistribution>::text(const LagDistribution& lag) {
+  const std::string a = format_real(lag.a), b = format_real(lag.b);
+  return std::string(name_of(lag.kind)) + "(" + a + (lag.kind == LagKind::fixed ? "" : "," + b) +
+         ")";
+}
+
+inline mactune::LagDistribution mactune::FieldCodec<mactune::LagDistribution>::parse(
+    std::string_view text) {
+  auto bad = [&]() -> LagDistribution {
+    input_error("bad lag '", text, "' (expected fixed(a), uniform(a,b) or normal(mean,sd))");
+  };
+  std::string_view kind = "uniform", args = text;
+  if (const auto open = text.find('('); open != std::string_view::npos) {
+    if (text.back() != ')') return bad();
+    kind = text.substr(0, open);
+    args = text.substr(open + 1, text.size() - open - 2);
+  } else if (text.find(':') == std::string_view::npos) {
+    return bad();
+  }
+  std::vector<double> v;
+  for (std::size_t start = 0; start <= args.size();) {
+    std::size_t end = args.find_first_of(",:", start);
+    if (end == std::string_view::npos) end = args.size();
+    std::string_view part = args.substr(start, end - start);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    const auto x = parse_real(part);
+    if (!x) return bad();
+    v.push_back(*x);
+    start = end + 1;
+  }
+  LagDistribution lag;
+  if (kind == "fixed" && v.size() == 1 && v[0] >= 1)
+    lag = {LagKind::fixed, v[0], v[0]};
+  else if (kind == "uniform" && v.size() == 2 && v[0] >= 1 && v[1] >= v[0])
+    lag = {LagKind::uniform, v[0], v[1]};
+  else if (kind == "normal" && v.size() == 2 && v[0] >= 1 && v[1] >= 0)
+    lag = {LagKind::normal, v[0], v[1]};
+  else
+    return bad();
+  return lag;
+}

@@ -5,31 +5,21 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/enum_names.h"
+
 namespace mactune {
 
 enum class Phase : std::uint8_t { step, rope, append, match, plan, attend, merge, ring_write };
 
-inline constexpr std::string_view phase_name(Phase p) {
-  switch (p) {
-    case Phase::step:
-      return "step";
-    case Phase::rope:
-      return "rope";
-    case Phase::append:
-      return "append";
-    case Phase::match:
-      return "match";
-    case Phase::plan:
-      return "plan";
-    case Phase::attend:
-      return "attend";
-    case Phase::merge:
-      return "merge";
-    case Phase::ring_write:
-      return "ring_write";
-  }
-  return "?";
-}
+template <>
+struct EnumNames<Phase> {
+  static constexpr std::string_view what = "phase";
+  static constexpr EnumName<Phase> names[] = {
+      {Phase::step, "step"},     {Phase::rope, "rope"},
+      {Phase::append, "append"}, {Phase::match, "match"},
+      {Phase::plan, "plan"},     {Phase::attend, "attend"},
+      {Phase::merge, "merge"},   {Phase::ring_write, "ring_write"}};
+};
 
 // Receives the begin and end of each phase, from whichever thread runs it (implementations
 // must be thread-safe). `instance` is the canonical instance name of the code that runs it.

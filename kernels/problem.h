@@ -9,6 +9,7 @@
 
 #include "kernels/dtype.h"
 #include "kernels/error.h"
+#include "kernels/fields.h"
 
 namespace mactune {
 
@@ -25,6 +26,40 @@ struct Problem {
 
   int group_size() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }  // G = Hq / Hkv
   double scale() const;                                                     // 1 / sqrt(D)
+  bool operator==(const Problem&) const = default;
+};
+
+// The shape a dispatch-table entry covers: every field of Problem but the batch.
+struct ShapeKey {
+  int head_dim = 128;
+  int q_heads = 32;
+  int kv_heads = 8;
+  DType kv_dtype = DType::bf16;
+  int page_size = 16;
+
+  static ShapeKey of(const Problem& p) {
+    return {p.head_dim, p.q_heads, p.kv_heads, p.kv_dtype, p.page_size};
+  }
+  Problem problem(int batch = 1) const {  // for validation and instance checks
+    return {batch, q_heads, kv_heads, head_dim, kv_dtype, page_size};
+  }
+  std::string text() const;  // "hd128_q32_kv8_bf16_p16"
+  auto operator<=>(const ShapeKey&) const = default;
+};
+
+// One bucket of measurements and decisions: a shape at one batch and one context (KV tokens
+// per request). The same key names it in the tuner, the database and the reports.
+struct Bucket {
+  ShapeKey shape;
+  int batch = 1;
+  long long context = 0;
+
+  static Bucket of(const Problem& p, long long context) {
+    return {ShapeKey::of(p), p.batch, context};
+  }
+  Problem problem() const { return shape.problem(batch); }
+  std::string key() const;  // "hd128_q32_kv8_bf16_p16_b4_c16384"
+  auto operator<=>(const Bucket&) const = default;
 };
 
 // Returns "" when the shape is valid, else one sentence naming the bad value.
@@ -44,10 +79,19 @@ enum class Rectify : std::uint8_t {
   subtract,  // entry = output (-) tail (the paper's online removal), kept for comparison
 };
 
-std::string_view pick_rule_name(PickRule r);
-PickRule parse_pick_rule(std::string_view s);
-std::string_view rectify_name(Rectify r);
-Rectify parse_rectify(std::string_view s);
+template <>
+struct EnumNames<PickRule> {
+  static constexpr std::string_view what = "pick rule";
+  static constexpr EnumName<PickRule> names[] = {{PickRule::nearest, "nearest"},
+                                                 {PickRule::newest, "newest"},
+                                                 {PickRule::normalized, "normalized"}};
+};
+template <>
+struct EnumNames<Rectify> {
+  static constexpr std::string_view what = "rectify mode";
+  static constexpr EnumName<Rectify> names[] = {{Rectify::forward, "forward"},
+                                                {Rectify::subtract, "subtract"}};
+};
 
 // MAC-Attention settings of one layer (DESIGN.md section 1). Defaults are the reference's.
 struct MacParams {
@@ -60,6 +104,7 @@ struct MacParams {
   Rectify rectify = Rectify::forward;
   double accept_eps = 1.0;       // acceptance gate: keep a hit only if the reused mass alpha < eps
   double subtract_guard = 1e-4;  // subtract mode: entry is empty when 1 - t < guard (t -> 1)
+  bool operator==(const MacParams&) const = default;
 };
 
 // Returns "" when the settings are valid, else one sentence naming the bad value.
@@ -87,9 +132,62 @@ double aux_memory_ratio(int group_size, int head_dim, int ring_capacity, long lo
 
 }  // namespace mactune
 
+// ---- Field tables (kernels/fields.h): the one description of each struct's settings.
+
+template <>
+struct mactune::FieldTable<mactune::Problem> {
+  static const std::vector<Field<Problem>>& fields() {
+    static const std::vector<Field<Problem>> t = {
+        field<&Problem::head_dim>("head_dim", "head_dim", "D, the head dimension").range(2, 1024),
+        field<&Problem::q_heads>("q_heads", "q_heads", "Hq, query heads per layer").range(1, 4096),
+        field<&Problem::kv_heads>("kv_heads", "kv_heads", "Hkv, KV heads per layer").range(1, 4096),
+        field<&Problem::kv_dtype>("dtype", "kv_dtype", "KV cache dtype: f32, f16, bf16"),
+        field<&Problem::page_size>("page_size", "page_size", "tokens per KV page").range(1, 65536),
+        field<&Problem::batch>("batch", "batch", "requests per decode step").range(1, 65536),
+    };
+    return t;
+  }
+};
+
+template <>
+struct mactune::FieldTable<mactune::MacParams> {
+  static const std::vector<Field<MacParams>>& fields() {
+    using M = MacParams;
+    static const std::vector<Field<M>> t = {
+        field<&M::ring_capacity>("K", "ring_capacity", "ring capacity per (request, query head)")
+            .range(1, 1 << 20),
+        field<&M::band>("r", "band", "band: tokens always recomputed").range(1, kMaxContext),
+        field<&M::tau>("tau", "tau", "match threshold: hit iff d^2 < 2 D (1 - tau)^2")
+            .range(0, 1e6),
+        field<&M::summary_dtype>("summary_dtype", "summary_dtype", "ring summary o: bf16, f32")
+            .only({"bf16", "f32"}),
+        field<&M::pick>("pick", "pick", "pick rule: nearest, newest, normalized"),
+        field<&M::rectify>("rectify", "rectify", "ring entry: forward, subtract"),
+        field<&M::accept_eps>("accept_eps", "accept_eps", "acceptance gate epsilon (1: off)")
+            .range(0, 1)
+            .open_below(),
+        field<&M::min_context>("min_context", "min_context",
+                               "steps below this position are plain misses")
+            .range(0, kMaxContext),
+    };
+    return t;
+  }
+};
+
 // ---- Definitions.
 
 namespace mactune {
+
+inline std::string ShapeKey::text() const {
+  std::ostringstream k;
+  k << "hd" << head_dim << "_q" << q_heads << "_kv" << kv_heads << '_' << dtype_name(kv_dtype)
+    << "_p" << page_size;
+  return k.str();
+}
+
+inline std::string Bucket::key() const {
+  return shape.text() + "_b" + std::to_string(batch) + "_c" + std::to_string(context);
+}
 
 inline double Problem::scale() const {
   return 1.0 / std::sqrt(static_cast<double>(head_dim));
@@ -117,52 +215,11 @@ inline void require_valid(const Problem& p) {
   MACTUNE_REQUIRE(why.empty(), "invalid problem: ", why);
 }
 
-inline std::string_view pick_rule_name(PickRule r) {
-  switch (r) {
-    case PickRule::nearest:
-      return "nearest";
-    case PickRule::newest:
-      return "newest";
-    case PickRule::normalized:
-      return "normalized";
-  }
-  return "?";
-}
-
-inline PickRule parse_pick_rule(std::string_view s) {
-  if (s == "nearest") return PickRule::nearest;
-  if (s == "newest") return PickRule::newest;
-  if (s == "normalized") return PickRule::normalized;
-  input_error("unknown pick rule '", s, "' (expected nearest, newest or normalized)");
-}
-
-inline std::string_view rectify_name(Rectify r) {
-  return r == Rectify::forward ? "forward" : "subtract";
-}
-
-inline Rectify parse_rectify(std::string_view s) {
-  if (s == "forward") return Rectify::forward;
-  if (s == "subtract") return Rectify::subtract;
-  input_error("unknown rectify mode '", s, "' (expected forward or subtract)");
-}
-
 inline std::string validate(const MacParams& p) {
-  std::ostringstream e;
-  if (p.ring_capacity < 1)
-    e << "K = " << p.ring_capacity << " must be at least 1";
-  else if (p.band < 1)
-    e << "r = " << p.band << " must be at least 1";
-  else if (!(p.tau >= 0.0) || !std::isfinite(p.tau))
-    e << "tau = " << p.tau << " must be >= 0";
-  else if (p.min_context < 0)
-    e << "min_context = " << p.min_context << " must be >= 0";
-  else if (p.summary_dtype == DType::f16)
-    e << "summary dtype f16 is not supported (use bf16 or f32)";
-  else if (!(p.accept_eps > 0.0) || p.accept_eps > 1.0)
-    e << "accept_eps = " << p.accept_eps << " must be in (0, 1]";
-  else if (!(p.subtract_guard > 0.0) || p.subtract_guard >= 1.0)
-    e << "subtract_guard = " << p.subtract_guard << " must be in (0, 1)";
-  return e.str();
+  std::string why = range_error(p);  // the table's ranges and choices (above)
+  if (why.empty() && (!(p.subtract_guard > 0.0) || p.subtract_guard >= 1.0))
+    why = "subtract_guard = " + format_real(p.subtract_guard) + " must be in (0, 1)";
+  return why;
 }
 
 inline void require_valid(const MacParams& p) {

@@ -22,17 +22,13 @@ struct HeadDecision {
 
 enum class GroupMode : std::uint8_t { all_hit, mixed, all_miss };
 
-inline std::string_view group_mode_name(GroupMode m) {
-  switch (m) {
-    case GroupMode::all_hit:
-      return "all-hit";
-    case GroupMode::mixed:
-      return "mixed";
-    case GroupMode::all_miss:
-      return "all-miss";
-  }
-  return "?";
-}
+template <>
+struct EnumNames<GroupMode> {
+  static constexpr std::string_view what = "group mode";
+  static constexpr EnumName<GroupMode> names[] = {{GroupMode::all_hit, "all-hit"},
+                                                  {GroupMode::mixed, "mixed"},
+                                                  {GroupMode::all_miss, "all-miss"}};
+};
 
 // One (request, KV head) group: it streams KV over [begin, kv_len), each head masking below
 // its own start; the ring snapshot falls at cache_end.

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/enum_names.h"
 #include "kernels/error.h"
 #include "kernels/host_cpu.h"
 
@@ -31,16 +32,18 @@ enum class Isa : std::uint8_t {  // in order of width: a cap admits every path u
 
 inline constexpr Isa kAllIsas[] = {Isa::generic, Isa::avx2, Isa::avx512};
 
+}  // namespace mactune::cpu
+template <>
+struct mactune::EnumNames<mactune::cpu::Isa> {
+  using Isa = cpu::Isa;
+  static constexpr std::string_view what = "isa";
+  static constexpr EnumName<Isa> names[] = {
+      {Isa::generic, "generic"}, {Isa::avx2, "avx2"}, {Isa::avx512, "avx512"}};
+};
+namespace mactune::cpu {
+
 inline constexpr std::string_view isa_name(Isa isa) {
-  switch (isa) {
-    case Isa::generic:
-      return "generic";
-    case Isa::avx2:
-      return "avx2";
-    case Isa::avx512:
-      return "avx512";
-  }
-  return "?";
+  return name_of(isa);
 }
 
 // Whether the hardware has what the path needs (cpuid through the compiler's builtins).

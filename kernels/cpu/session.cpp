@@ -35,20 +35,12 @@ std::string validate(const SessionOptions& opt) {
   std::string why = validate(p);
   if (!why.empty()) return why;
   std::ostringstream e;
-  const EngineConfig& c = opt.engine;
-  if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256)
-    e << "head_dim = " << p.head_dim << " is not supported by the CPU engine (64, 128 or 256)";
-  else if (p.group_size() > kMaxGroupSize)
-    e << "group size G = q_heads / kv_heads = " << p.q_heads << " / " << p.kv_heads << " = "
-      << p.group_size() << " is not supported by the CPU engine (1.." << kMaxGroupSize << ")";
+  if (const std::string shape = shape_error(p); !shape.empty())
+    e << shape;  // the instances' own check (instances.h)
   else if (opt.max_context < 1 || opt.max_context > kMaxContext)
     e << "max_context = " << opt.max_context << " must be in [1, " << kMaxContext << "]";
-  else if (c.chunk_tokens < 1)
-    e << "chunk_tokens = " << c.chunk_tokens << " must be at least 1";
-  else if (c.block_rows < 1 || c.block_rows > kMaxBlockRows)
-    e << "block_rows = " << c.block_rows << " must be in [1, " << kMaxBlockRows << "]";
-  else if (c.threads < 0 || c.threads > 1024)
-    e << "threads = " << c.threads << " must be in [0, 1024] (0 = all logical CPUs)";
+  else if (const std::string knob = range_error(opt.engine); !knob.empty())
+    e << knob;  // the engine table's ranges (engine_config.h)
   else if (!(opt.rope_theta > 0.0) || !std::isfinite(opt.rope_theta))
     e << "rope_theta = " << opt.rope_theta << " must be positive";
   else if (opt.forced.enabled && !(opt.forced.hit_rate >= 0.0 && opt.forced.hit_rate <= 1.0))
@@ -63,7 +55,7 @@ std::string validate(const SessionOptions& opt) {
     if (!why.empty()) return why;
   }
   try {
-    resolve_isa(c.isa);
+    resolve_isa(opt.engine.isa);
   } catch (const InputError& err) {
     return err.what();
   }
@@ -237,12 +229,6 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   r.len = len;
 }
 
-std::string instance_name(bool mac, std::string_view isa, int head_dim, DType kv_dtype) {
-  std::ostringstream n;
-  n << (mac ? "mac" : "full") << "_cpu_" << isa << "_hd" << head_dim << '_' << dtype_name(kv_dtype);
-  return n.str();
-}
-
 void Session::set_forced(const ForcedHits& forced) {
   SessionOptions next = impl_->opt;
   next.forced = forced;
@@ -300,24 +286,6 @@ void Session::read_kv(int id, int kv_head, int pos, std::span<float> k, std::spa
   MACTUNE_REQUIRE(k.size() == std::size_t(s.D) && v.size() == std::size_t(s.D),
                   "read_kv needs buffers of head_dim floats");
   s.kv.read(r.pages, kv_head, pos, k.data(), v.data());
-}
-
-std::vector<InstanceInfo> instances() {
-  std::vector<InstanceInfo> out;
-  for (Isa isa : supported_isas())
-    for (const bool mac : {true, false})
-      for (const int d : {64, 128, 256})
-        for (const DType t : {DType::f32, DType::f16, DType::bf16}) {
-          InstanceInfo i;
-          i.name = instance_name(mac, isa_name(isa), d, t);
-          i.backend = "cpu";
-          i.family = mac ? "mac" : "full";
-          std::ostringstream c;
-          c << "isa=" << isa_name(isa) << ",head_dim=" << d << ",kv_dtype=" << dtype_name(t);
-          i.config = c.str();
-          out.push_back(std::move(i));
-        }
-  return out;
 }
 
 }  // namespace mactune::cpu

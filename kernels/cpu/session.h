@@ -21,35 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "kernels/forced.h"
-#include "kernels/phase.h"
-#include "kernels/problem.h"
-#include "kernels/registry.h"
-#include "kernels/rope.h"
-#include "kernels/stats.h"
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cpu/instances.h"  // instances(), instance_name(): the engine's descriptions
+#include "kernels/session.h"
 
 namespace mactune::cpu {
 
-// Launch parameters the tuner sweeps (not part of instance names).
-struct EngineConfig {
-  int chunk_tokens = 256;  // minimum tokens per work item (the planner's min chunk)
-  // KV rows per inner block (online-softmax granularity), 1..128; with pages of a multiple of
-  // 16 tokens (K in 16-row tiles, storage.h) rounded up to whole tiles.
-  int block_rows = 16;
-  int threads = 0;           // worker threads; 0 = all logical CPUs
-  std::string isa = "auto";  // auto | avx512 | avx2 | generic
-};
-
-struct SessionOptions {
-  Problem shape;  // shape.batch = request slots the session holds
-  MacParams mac;
-  bool mac_enabled = true;  // false: the full-attention baseline (no match, no ring)
-  double rope_theta = kDefaultRopeTheta;
-  ForcedHits forced;  // benchmark mode (kernels/forced.h): exact hit quota, real scan still runs
-  EngineConfig engine;
-  int max_context = 1 << 17;    // KV capacity per request (tokens); steps past it throw InputError
-  PhaseSink* phases = nullptr;  // hooks: step, rope, append, match, plan, attend, merge, ring_write
-};
+using SessionOptions = mactune::SessionOptions<EngineConfig>;
 
 // Returns "" when the options are valid for the CPU engine, else one sentence naming the bad
 // value (head_dim 64/128/256, G = q_heads / kv_heads in 1..16, knobs in range, the ISA).
@@ -63,14 +41,11 @@ struct RingEntryView {
   float lse = 0.0f;      // natural log; -inf for an empty summary
 };
 
+// The CPU engine; it satisfies the session contract (kernels/session.h, DecodeSession).
 class Session {
  public:
-  struct Result {
-    std::vector<float> out;               // [n, q_heads, head_dim] (empty after step_into)
-    std::vector<HeadDecision> decisions;  // [n, q_heads]
-    std::vector<GroupInfo> groups;        // [n, kv_heads]
-    StepStats stats;
-  };
+  using Engine = EngineConfig;
+  using Result = StepResult;
 
   explicit Session(const SessionOptions& opt);  // bad options throw InputError naming the value
   ~Session();
@@ -124,10 +99,6 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
-// Every CPU instance this binary can run on this CPU: {mac, full} x ISA x head_dim x KV dtype.
-std::vector<InstanceInfo> instances();
-
-// The canonical name of one CPU instance.
-std::string instance_name(bool mac, std::string_view isa, int head_dim, DType kv_dtype);
+static_assert(DecodeSession<Session>);
 
 }  // namespace mactune::cpu

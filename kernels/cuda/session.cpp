@@ -155,18 +155,19 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
 // Everything that depends on the engine config: instances, the CTA budget and the buffers
 // sized by it. The KV pools, rings and positions stay.
 void Session::Impl::configure(const EngineConfig& e) {
-  MACTUNE_REQUIRE(e.min_chunk >= 1, "engine min_chunk = ", e.min_chunk, " must be >= 1");
-  MACTUNE_REQUIRE(e.ctas_per_sm >= 0, "engine ctas_per_sm = ", e.ctas_per_sm, " must be >= 0");
-  MACTUNE_REQUIRE(e.match_candidates >= 0, "engine match_candidates = ", e.match_candidates,
-                  " must be >= 0");
+  if (const std::string why = range_error(e); !why.empty())  // engine_config.h's table
+    input_error("engine ", why);
   MACTUNE_REQUIRE(e.device == opt.engine.device, "engine device ", e.device,
                   " differs from the session's ", opt.engine.device);
   const Problem& s = opt.shape;
-  const MergeInstance* new_merge = &select_merge(s, e.merge);
-  const AttendInstance* new_attend = mac() ? &select_attend(s, e.attend) : nullptr;
-  const MatchInstance* new_match = mac() ? &select_match(s, e.match) : nullptr;
-  const FullInstance* new_full = mac() ? nullptr : &select_full(s, e.full);
-  const std::size_t smem = mac() ? new_attend->smem_bytes() : new_full->smem_bytes();
+  const MergeInstance* new_merge = &select_instance(merge_instances(), s, e.merge);
+  const AttendInstance* new_attend =
+      mac() ? &select_instance(attend_instances(), s, e.attend) : nullptr;
+  const MatchInstance* new_match =
+      mac() ? &select_instance(match_instances(), s, e.match) : nullptr;
+  const FullInstance* new_full = mac() ? nullptr : &select_instance(full_instances(), s, e.full);
+  const std::size_t smem = mac() ? attend_smem_bytes(new_attend->config)
+                                 : attend_smem_bytes(as_attend(new_full->config));
   int smem_optin = 0;
   MACTUNE_CUDA_CHECK(
       cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, e.device));

@@ -21,53 +21,20 @@
 #include <vector>
 
 #include "kernels/cuda/device.h"
-#include "kernels/forced.h"
-#include "kernels/phase.h"
+#include "kernels/cuda/engine_config.h"
+#include "kernels/instance.h"
 #include "kernels/plan.h"
-#include "kernels/problem.h"
-#include "kernels/registry.h"
-#include "kernels/rope.h"
-#include "kernels/stats.h"
+#include "kernels/session.h"
 
 namespace mactune::cuda {
 
-// The CUDA instances and launch parameters of a session: what the tuner sweeps on a GPU.
-// Instance names are canonical (config.h); "" takes the first built instance that can run the
-// shape. Launch parameters are not part of instance names.
-struct EngineConfig {
-  std::string attend;   // attend instance (MAC)
-  std::string full;     // full-attention instance (mac_enabled = false)
-  std::string match;    // match instance (MAC)
-  std::string merge;    // merge instance
-  int min_chunk = 128;  // smallest KV chunk of a work item (tokens)
-  int ctas_per_sm = 0;  // split-KV budget per SM; 0 = the attend (or full) kernel's occupancy
-  int match_candidates =
-      0;               // ring candidates per match CTA; 0 = launch math (match_candidates_per_cta)
-  bool graph = false;  // run each step as a CUDA graph, captured once per batch size
-  bool time_phases = false;  // events between the step's kernels: last_phase_ms()
-  bool poison = false;       // fill outputs and partials with NaN before each step (tests)
-  int device = 0;
-};
+using SessionOptions = mactune::SessionOptions<EngineConfig>;
 
-struct SessionOptions {
-  Problem shape;  // shape.batch = request slots the session holds
-  MacParams mac;
-  bool mac_enabled = true;  // false: the full-attention baseline (no match, no ring)
-  double rope_theta = kDefaultRopeTheta;
-  ForcedHits forced;  // benchmark mode (kernels/forced.h): exact hit quota, real scan still runs
-  EngineConfig engine;
-  int max_context = 1 << 17;    // KV capacity per request (tokens); steps past it throw InputError
-  PhaseSink* phases = nullptr;  // host-side hooks around each launch (rope, match, plan, ...)
-};
-
+// The CUDA engine; it satisfies the session contract (kernels/session.h, DecodeSession).
 class Session {
  public:
-  struct Result {
-    std::vector<float> out;               // [n, q_heads, head_dim] (empty after step_into)
-    std::vector<HeadDecision> decisions;  // [n, q_heads]
-    std::vector<GroupInfo> groups;        // [n, kv_heads]
-    StepStats stats;
-  };
+  using Engine = EngineConfig;
+  using Result = StepResult;
   // One ring entry read back from the device (tests).
   struct RingEntry {
     int pos = -1;
@@ -143,7 +110,9 @@ class Session {
   std::unique_ptr<Impl> impl_;
 };
 
-// Every CUDA instance this binary holds (registry.h), as InstanceInfo.
-std::vector<InstanceInfo> instances();
+static_assert(DecodeSession<Session>);
+
+// Every CUDA instance this binary holds (registry.h), described.
+std::vector<InstanceDesc> instances();
 
 }  // namespace mactune::cuda
