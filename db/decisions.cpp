@@ -1,6 +1,7 @@
 // Store: decisions (best configs, break-even points), replay fidelity, table counts.
 #include <cstdio>
 
+#include "db/settings.h"
 #include "db/store.h"
 
 namespace mactune::db {
@@ -41,40 +42,28 @@ Id require_instance(const Store& s, const std::string& name, const char* what) {
   return *id;
 }
 
-// Binds the shape columns of a bucket at ?first .. ?first+7 (bucket key, batch, context,
+// Binds the key and shape columns of a decision at ?first .. ?first+7 (key, batch, context,
 // q_heads, kv_heads, head_dim, kv_dtype, page_size).
-void bind_bucket(Statement& s, int first, const Bucket& b) {
-  const Problem& p = b.problem;
-  s.bind(first, b.key()).bind(first + 1, p.batch).bind(first + 2, b.context);
+void bind_bucket(Statement& s, int first, const Bucket& b, const std::string& key) {
+  const ShapeKey& p = b.shape;
+  s.bind(first, key).bind(first + 1, b.batch).bind(first + 2, b.context);
   s.bind(first + 3, p.q_heads).bind(first + 4, p.kv_heads).bind(first + 5, p.head_dim);
   s.bind(first + 6, dtype_name(p.kv_dtype)).bind(first + 7, p.page_size);
 }
 
 Bucket read_bucket(const Statement& s, int first) {
   Bucket b;
-  b.problem.batch = s.int32(first);
+  b.batch = s.int32(first);
   b.context = s.int64(first + 1);
-  b.problem.q_heads = s.int32(first + 2);
-  b.problem.kv_heads = s.int32(first + 3);
-  b.problem.head_dim = s.int32(first + 4);
-  b.problem.kv_dtype = parse_dtype(s.text(first + 5));
-  b.problem.page_size = s.int32(first + 6);
+  b.shape.q_heads = s.int32(first + 2);
+  b.shape.kv_heads = s.int32(first + 3);
+  b.shape.head_dim = s.int32(first + 4);
+  b.shape.kv_dtype = parse_dtype(s.text(first + 5));
+  b.shape.page_size = s.int32(first + 6);
   return b;
 }
 
 }  // namespace
-
-std::string_view break_even_status_name(BreakEvenStatus s) {
-  switch (s) {
-    case BreakEvenStatus::found:
-      return "found";
-    case BreakEvenStatus::ambiguous:
-      return "ambiguous";
-    case BreakEvenStatus::never:
-      return "never";
-  }
-  return "?";
-}
 
 const std::vector<std::string>& table_names() {
   static const std::vector<std::string> names = {
@@ -107,8 +96,8 @@ void Store::write_best_config(const BestConfig& b) {
       " tie_tolerance = excluded.tie_tolerance, tie_set = excluded.tie_set,"
       " decided_at = excluded.decided_at");
   s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, b.family).bind(4, b.policy);
-  bind_bucket(s, 5, b.bucket);
-  s.bind(13, b.bucket.hit_rate).bind(14, b.bucket.extra).bind(15, instance_id).bind(16, b.params);
+  bind_bucket(s, 5, b.bucket, decision_key(b.bucket, b.hit_rate, b.extra));
+  s.bind(13, b.hit_rate).bind(14, b.extra).bind(15, instance_id).bind(16, b.params);
   s.bind(17, b.median_s).bind(18, b.margin).bind(19, b.tie_tolerance);
   s.bind(20, tie_set_json(b.tie_set)).bind(21, b.decided_at.empty() ? now_utc() : b.decided_at);
   s.run();
@@ -133,8 +122,8 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
     b.family = s.text(1);
     b.policy = s.text(2);
     b.bucket = read_bucket(s, 3);
-    b.bucket.hit_rate = s.opt_real(10);
-    b.bucket.extra = s.text(11);
+    b.hit_rate = s.opt_real(10);
+    b.extra = s.text(11);
     b.instance = s.text(12);
     b.params = s.text(13);
     b.median_s = s.real(14);
@@ -170,11 +159,10 @@ void Store::write_break_even(const BreakEven& b) {
       " full_params = excluded.full_params, notes = excluded.notes,"
       " decided_at = excluded.decided_at");
   s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, b.policy);
-  s.bind(4, break_even_status_name(b.status));
-  Bucket shape = b.bucket;
-  shape.hit_rate.reset();  // a break-even runs over hit rates: never part of its bucket
-  bind_bucket(s, 5, shape);
-  s.bind(13, shape.extra).bind(14, b.hit_rate).bind(15, b.speedup);
+  s.bind(4, name_of(b.status));
+  // A break-even runs over hit rates: never part of its key.
+  bind_bucket(s, 5, b.bucket, decision_key(b.bucket, std::nullopt, b.extra));
+  s.bind(13, b.extra).bind(14, b.hit_rate).bind(15, b.speedup);
   s.bind(16, mac_id).bind(17, b.mac_params).bind(18, full_id).bind(19, b.full_params);
   s.bind(20, b.notes).bind(21, b.decided_at.empty() ? now_utc() : b.decided_at);
   s.run();
@@ -196,11 +184,9 @@ std::vector<BreakEven> Store::break_evens(Id device_id) const {
     b.build_id = s.is_null(0) ? 0 : s.int64(0);
     b.policy = s.text(1);
     const std::string status = s.text(2);
-    b.status = status == "found"   ? BreakEvenStatus::found
-               : status == "never" ? BreakEvenStatus::never
-                                   : BreakEvenStatus::ambiguous;
+    b.status = parse_enum<BreakEvenStatus>(status);
     b.bucket = read_bucket(s, 3);
-    b.bucket.extra = s.text(10);
+    b.extra = s.text(10);
     b.hit_rate = s.opt_real(11);
     b.speedup = s.opt_real(12);
     b.mac_instance = s.text(13);
@@ -218,15 +204,20 @@ std::vector<BreakEven> Store::break_evens(Id device_id) const {
 
 void Store::record_fidelity(const FidelityResult& r) {
   MACTUNE_REQUIRE(!r.trace_hash.empty(), "a fidelity row needs the trace hash");
-  const MacParams& m = r.settings.mac;
+  // ?1..?6: keys and fixed settings; then the MAC settings (one column per field); then results.
+  const std::string mac_cols = detail::field_columns<MacParams>();
+  const int mac_first = 7;
+  const int next = mac_first + static_cast<int>(fields_of<MacParams>().size());
+  std::string marks;
+  for (int i = 1; i < next + 17; ++i) marks += (i > 1 ? ", ?" : "?") + std::to_string(i);
   auto s = c_.prepare(
-      "INSERT INTO fidelity (trace_hash, trace_name, layer, settings, engine, kv_dtype,"
-      " ring_capacity, band, tau, pick, min_context, summary_dtype, rectify, accept_eps, steps,"
-      " hit_rate, group_all_hit_rate, skip_ratio, head_skip_ratio, err_mean, err_p50, err_p99,"
-      " err_max, err_frac_gt_0_1, ref_err_mean, ref_err_p50, ref_err_p99, ref_err_max,"
-      " ref_err_frac_gt_0_1, build_id, recorded_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8,"
-      " ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25,"
-      " ?26, ?27, ?28, ?29, ?30, ?31) ON CONFLICT (trace_hash, layer, settings) DO UPDATE SET"
+      "INSERT INTO fidelity (trace_hash, trace_name, layer, settings, engine, kv_dtype, " +
+      mac_cols +
+      ", steps, hit_rate, group_all_hit_rate, skip_ratio, head_skip_ratio, err_mean, err_p50,"
+      " err_p99, err_max, err_frac_gt_0_1, ref_err_mean, ref_err_p50, ref_err_p99, ref_err_max,"
+      " ref_err_frac_gt_0_1, build_id, recorded_at) VALUES (" +
+      marks +
+      ") ON CONFLICT (trace_hash, layer, settings) DO UPDATE SET"
       " trace_name = excluded.trace_name, steps = excluded.steps,"
       " hit_rate = excluded.hit_rate, group_all_hit_rate = excluded.group_all_hit_rate,"
       " skip_ratio = excluded.skip_ratio, head_skip_ratio = excluded.head_skip_ratio,"
@@ -238,30 +229,32 @@ void Store::record_fidelity(const FidelityResult& r) {
       " recorded_at = excluded.recorded_at");
   s.bind(1, r.trace_hash).bind(2, r.trace_name).bind(3, r.layer).bind(4, r.settings.key());
   s.bind(5, r.settings.engine).bind(6, dtype_name(r.settings.kv_dtype));
-  s.bind(7, m.ring_capacity).bind(8, m.band).bind(9, m.tau).bind(10, pick_rule_name(m.pick));
-  s.bind(11, m.min_context).bind(12, dtype_name(m.summary_dtype));
-  s.bind(13, rectify_name(m.rectify)).bind(14, m.accept_eps).bind(15, r.steps);
-  s.bind(16, r.hit_rate).bind(17, r.group_all_hit_rate).bind(18, r.skip_ratio);
-  s.bind(19, r.head_skip_ratio);
+  detail::bind_fields(s, mac_first, r.settings.mac);
+  const int i = next;  // the results
+  s.bind(i, r.steps).bind(i + 1, r.hit_rate).bind(i + 2, r.group_all_hit_rate);
+  s.bind(i + 3, r.skip_ratio).bind(i + 4, r.head_skip_ratio);
   const ErrorStats& e = r.rel_err;
-  s.bind(20, e.mean).bind(21, e.p50).bind(22, e.p99).bind(23, e.max).bind(24, e.frac_gt_0_1);
+  s.bind(i + 5, e.mean).bind(i + 6, e.p50).bind(i + 7, e.p99).bind(i + 8, e.max);
+  s.bind(i + 9, e.frac_gt_0_1);
   if (r.rel_err_vs_ref) {
     const ErrorStats& f = *r.rel_err_vs_ref;
-    s.bind(25, f.mean).bind(26, f.p50).bind(27, f.p99).bind(28, f.max).bind(29, f.frac_gt_0_1);
+    s.bind(i + 10, f.mean).bind(i + 11, f.p50).bind(i + 12, f.p99).bind(i + 13, f.max);
+    s.bind(i + 14, f.frac_gt_0_1);
   } else {
-    for (int i = 25; i <= 29; ++i) s.bind_null(i);
+    for (int k = 10; k < 15; ++k) s.bind_null(i + k);
   }
-  s.bind_id(30, r.build_id).bind(31, r.recorded_at.empty() ? now_utc() : r.recorded_at);
+  s.bind_id(i + 15, r.build_id).bind(i + 16, r.recorded_at.empty() ? now_utc() : r.recorded_at);
   s.run();
 }
 
 std::vector<FidelityResult> Store::fidelity(const std::string& trace_hash) const {
   auto s = c_.prepare(
-      "SELECT trace_hash, trace_name, layer, engine, kv_dtype, ring_capacity, band, tau, pick,"
-      " min_context, summary_dtype, rectify, accept_eps, steps, hit_rate, group_all_hit_rate,"
+      "SELECT trace_hash, trace_name, layer, engine, kv_dtype, steps, hit_rate, group_all_hit_rate,"
       " skip_ratio, head_skip_ratio, err_mean, err_p50, err_p99, err_max, err_frac_gt_0_1,"
       " ref_err_mean, ref_err_p50, ref_err_p99, ref_err_max, ref_err_frac_gt_0_1, build_id,"
-      " recorded_at FROM fidelity WHERE ?1 = '' OR trace_hash = ?1"
+      " recorded_at, " +
+      detail::field_columns<MacParams>() +
+      " FROM fidelity WHERE ?1 = '' OR trace_hash = ?1"
       " ORDER BY trace_hash, layer, settings");
   s.bind(1, trace_hash);
   std::vector<FidelityResult> out;
@@ -272,25 +265,17 @@ std::vector<FidelityResult> Store::fidelity(const std::string& trace_hash) const
     r.layer = s.int32(2);
     r.settings.engine = s.text(3);
     r.settings.kv_dtype = parse_dtype(s.text(4));
-    MacParams& m = r.settings.mac;
-    m.ring_capacity = s.int32(5);
-    m.band = s.int32(6);
-    m.tau = s.real(7);
-    m.pick = parse_pick_rule(s.text(8));
-    m.min_context = s.int32(9);
-    m.summary_dtype = parse_dtype(s.text(10));
-    m.rectify = parse_rectify(s.text(11));
-    m.accept_eps = s.real(12);
-    r.steps = s.int64(13);
-    r.hit_rate = s.real(14);
-    r.group_all_hit_rate = s.real(15);
-    r.skip_ratio = s.real(16);
-    r.head_skip_ratio = s.real(17);
-    r.rel_err = {s.real(18), s.real(19), s.real(20), s.real(21), s.real(22)};
-    if (!s.is_null(23))
-      r.rel_err_vs_ref = ErrorStats{s.real(23), s.real(24), s.real(25), s.real(26), s.real(27)};
-    r.build_id = s.is_null(28) ? 0 : s.int64(28);
-    r.recorded_at = s.text(29);
+    r.steps = s.int64(5);
+    r.hit_rate = s.real(6);
+    r.group_all_hit_rate = s.real(7);
+    r.skip_ratio = s.real(8);
+    r.head_skip_ratio = s.real(9);
+    r.rel_err = {s.real(10), s.real(11), s.real(12), s.real(13), s.real(14)};
+    if (!s.is_null(15))
+      r.rel_err_vs_ref = ErrorStats{s.real(15), s.real(16), s.real(17), s.real(18), s.real(19)};
+    r.build_id = s.is_null(20) ? 0 : s.int64(20);
+    r.recorded_at = s.text(21);
+    detail::read_fields(s, 22, r.settings.mac);
     out.push_back(std::move(r));
   }
   return out;

@@ -36,7 +36,7 @@ CREATE TABLE builds (
 
 CREATE TABLE instances (
   id      INTEGER PRIMARY KEY,
-  name    TEXT NOT NULL UNIQUE,           -- canonical instance name (kernels/registry.h)
+  name    TEXT NOT NULL UNIQUE,           -- canonical instance name (kernels/instance.h)
   backend TEXT NOT NULL,
   family  TEXT NOT NULL,                  -- 'mac' | 'full' | 'match' | 'attend' | 'merge'
   config  TEXT NOT NULL                   -- 'key=value,...'
@@ -275,6 +275,22 @@ JOIN workloads w ON w.id = m.workload_id
 LEFT JOIN runs r ON r.id = m.run_id;
 )sql";
 
+// Version 3. One name per setting: the MAC settings in decision rows are spelt as everywhere
+// else (the field names of kernels/fields.h: summary -> summary_dtype, eps -> accept_eps), and
+// the format of the keys derived from the settings columns is recorded, so that a build whose
+// field tables differ rebuilds them (db/settings.h). The keys themselves are rebuilt then.
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE key_formats (
+  name   TEXT PRIMARY KEY,                -- 'keys': every derived key
+  digest TEXT NOT NULL                    -- of the field lists the keys are spelt from
+);
+UPDATE best_configs SET
+  params = replace(replace(params, ',summary=', ',summary_dtype='), ',eps=', ',accept_eps='),
+  tie_set = replace(replace(tie_set, ',summary=', ',summary_dtype='), ',eps=', ',accept_eps=');
+UPDATE break_even SET
+  mac_params = replace(replace(mac_params, ',summary=', ',summary_dtype='), ',eps=', ',accept_eps=');
+)sql";
+
 void begin_schema_version_table(Connection& c) {
   c.exec(
       "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -288,6 +304,8 @@ const std::vector<Migration>& builtin_migrations() {
       {1, "devices, builds, instances, workloads, runs, measurements, decisions, fidelity, nsys",
        [](Connection& c) { c.exec(kSchemaV1); }},
       {2, "nsys: memcpy/memset rows, launch times and range rows of kernels", apply_nsys_schema_v2},
+      {3, "key formats; MAC settings in decisions spelt with the field names",
+       [](Connection& c) { c.exec(kSchemaV3); }},
   };
   return m;
 }

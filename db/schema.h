@@ -17,7 +17,9 @@ struct Migration {
   std::function<void(Connection&)> apply;  // runs inside the migration's transaction
 };
 
-// This build's migrations: v1 creates every table. Append new steps; never edit shipped ones.
+// This build's migrations: v1 creates every table, v2 extends the nsys tables, v3 records the
+// key formats and renames the MAC settings in decisions. Append new steps; never edit shipped
+// ones. (Settings columns follow the field tables without a step of their own: db/settings.h.)
 const std::vector<Migration>& builtin_migrations();
 
 // The version the last migration produces.

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "db/settings.h"
+
 namespace mactune::db {
 namespace {
 
@@ -80,20 +82,6 @@ void check_stats(const Measurement& m) {
 
 // ---- Small helpers.
 
-std::string_view run_status_name(RunStatus s) {
-  switch (s) {
-    case RunStatus::running:
-      return "running";
-    case RunStatus::finished:
-      return "finished";
-    case RunStatus::interrupted:
-      return "interrupted";
-    case RunStatus::failed:
-      return "failed";
-  }
-  return "?";
-}
-
 std::string now_utc() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t t = std::chrono::system_clock::to_time_t(now);
@@ -122,37 +110,23 @@ std::string format_double(double v) {
 }
 
 std::string Workload::key() const {
-  std::ostringstream k;
-  k << "b=" << problem.batch << ",ctx=" << context << ",hq=" << problem.q_heads
-    << ",hkv=" << problem.kv_heads << ",d=" << problem.head_dim
-    << ",kv=" << dtype_name(problem.kv_dtype) << ",page=" << problem.page_size
-    << ",hit=" << format_double(hit_rate) << ",lag=" << lag << ",coh=" << coherence
-    << ",K=" << mac.ring_capacity << ",r=" << mac.band << ",tau=" << format_double(mac.tau)
-    << ",pick=" << pick_rule_name(mac.pick) << ",minctx=" << mac.min_context
-    << ",sum=" << dtype_name(mac.summary_dtype) << ",rect=" << rectify_name(mac.rectify)
-    << ",eps=" << format_double(mac.accept_eps);
-  if (!extra.empty()) k << ",extra=" << extra;
-  return k.str();
+  std::string k = fields_text(problem) + ",context=" + std::to_string(context) + "," +
+                  fields_text(forced) + "," + fields_text(mac);
+  if (!extra.empty()) k += ",extra=" + extra;
+  return k;
 }
 
-std::string Bucket::key() const {
-  std::ostringstream k;
-  k << "b=" << problem.batch << ",ctx=" << context << ",hq=" << problem.q_heads
-    << ",hkv=" << problem.kv_heads << ",d=" << problem.head_dim
-    << ",kv=" << dtype_name(problem.kv_dtype) << ",page=" << problem.page_size;
-  if (hit_rate) k << ",hit=" << format_double(*hit_rate);
-  if (!extra.empty()) k << ",extra=" << extra;
-  return k.str();
+std::string decision_key(const Bucket& b, std::optional<double> hit_rate,
+                         const std::string& extra) {
+  std::string k = b.key();
+  if (hit_rate) k += "_h" + format_real(*hit_rate);
+  if (!extra.empty()) k += "_x" + extra;
+  return k;
 }
 
 std::string FidelitySettings::key() const {
-  std::ostringstream k;
-  k << "engine=" << engine << ",kv=" << dtype_name(kv_dtype) << ",K=" << mac.ring_capacity
-    << ",r=" << mac.band << ",tau=" << format_double(mac.tau)
-    << ",pick=" << pick_rule_name(mac.pick) << ",minctx=" << mac.min_context
-    << ",sum=" << dtype_name(mac.summary_dtype) << ",rect=" << rectify_name(mac.rectify)
-    << ",eps=" << format_double(mac.accept_eps);
-  return k.str();
+  return "engine=" + engine + ",kv_dtype=" + std::string(dtype_name(kv_dtype)) + "," +
+         fields_text(mac);
 }
 
 // ---- Opening.
@@ -217,9 +191,15 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
     MACTUNE_REQUIRE(have == latest, "'", path, "' has schema version ", have,
                     "; this mactune reads version ", latest,
                     " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
+    const std::string stale = c.table_exists("key_formats") ? detail::settings_mismatch(c) : "";
+    MACTUNE_REQUIRE(stale.empty(), "'", path, "': ", stale,
+                    " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
   } else {
     try {
       migrate(c, path, migrations);
+      // The settings columns and derived keys follow the field tables (db/settings.h); a
+      // file at a version before the key formats were recorded has none to follow yet.
+      if (c.table_exists("key_formats")) detail::sync_settings(c);
     } catch (const SqliteError& e) {
       if (is_read_only(e)) read_only_file(path);
       throw;
@@ -266,41 +246,45 @@ Id Store::upsert_build(const BuildInfo& b) {
   return id_of(sel);
 }
 
-Id Store::upsert_instance(const InstanceInfo& i) {
+Id Store::upsert_instance(const InstanceDesc& i) {
   MACTUNE_REQUIRE(!i.name.empty(), "an instance needs a canonical name");
   auto ins = c_.prepare(
       "INSERT INTO instances (name, backend, family, config) VALUES (?1, ?2, ?3, ?4)"
       " ON CONFLICT (name) DO NOTHING");
-  ins.bind(1, i.name).bind(2, i.backend).bind(3, i.family).bind(4, i.config).run();
+  ins.bind(1, i.name).bind(2, name_of(i.backend)).bind(3, name_of(i.family)).bind(4, i.config);
+  ins.run();
   auto sel = c_.prepare("SELECT id, backend, family, config FROM instances WHERE name = ?1");
   sel.bind(1, i.name);
   MACTUNE_CHECK(sel.step(), "upserted instance not found");
   // One canonical name is one config everywhere; a mismatch is a registry bug, never data.
-  MACTUNE_CHECK(sel.text(1) == i.backend && sel.text(2) == i.family && sel.text(3) == i.config,
+  MACTUNE_CHECK(sel.text(1) == name_of(i.backend) && sel.text(2) == name_of(i.family) &&
+                    sel.text(3) == i.config,
                 "instance '", i.name, "' is stored as ", sel.text(1), "/", sel.text(2), " {",
-                sel.text(3), "} in '", path_, "' but this build has ", i.backend, "/", i.family,
-                " {", i.config, "}");
+                sel.text(3), "} in '", path_, "' but this build has ", name_of(i.backend), "/",
+                name_of(i.family), " {", i.config, "}");
   return sel.int64(0);
 }
 
 Id Store::upsert_workload(const Workload& w) {
   require_valid(w.problem);
-  MACTUNE_REQUIRE(w.hit_rate >= 0.0 && w.hit_rate <= 1.0, "hit rate ", w.hit_rate,
-                  " is outside [0, 1]");
+  MACTUNE_REQUIRE(w.forced.hit_rate >= 0.0 && w.forced.hit_rate <= 1.0, "hit rate ",
+                  w.forced.hit_rate, " is outside [0, 1]");
   const std::string key = w.key();
-  auto ins = c_.prepare(
-      "INSERT INTO workloads (key, batch, context, q_heads, kv_heads, head_dim, kv_dtype,"
-      " page_size, hit_rate, lag, coherence, ring_capacity, band, tau, pick, min_context,"
-      " summary_dtype, rectify, accept_eps, extra) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-      " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20) ON CONFLICT (key) DO NOTHING");
-  const Problem& p = w.problem;
-  ins.bind(1, key).bind(2, p.batch).bind(3, w.context).bind(4, p.q_heads).bind(5, p.kv_heads);
-  ins.bind(6, p.head_dim).bind(7, dtype_name(p.kv_dtype)).bind(8, p.page_size);
-  ins.bind(9, w.hit_rate).bind(10, w.lag).bind(11, w.coherence);
-  ins.bind(12, w.mac.ring_capacity).bind(13, w.mac.band).bind(14, w.mac.tau);
-  ins.bind(15, pick_rule_name(w.mac.pick)).bind(16, w.mac.min_context);
-  ins.bind(17, dtype_name(w.mac.summary_dtype)).bind(18, rectify_name(w.mac.rectify));
-  ins.bind(19, w.mac.accept_eps).bind(20, w.extra).run();
+  // The settings columns come from the field tables (db/settings.h).
+  const std::string cols = detail::field_columns<Problem>() + ", " +
+                           detail::field_columns<ForcedHits>() + ", " +
+                           detail::field_columns<MacParams>();
+  std::string marks = "?1, ?2, ?3";
+  const int n = 3 + static_cast<int>(fields_of<Problem>().size() + fields_of<ForcedHits>().size() +
+                                     fields_of<MacParams>().size());
+  for (int i = 4; i <= n; ++i) marks += ", ?" + std::to_string(i);
+  auto ins = c_.prepare("INSERT INTO workloads (key, context, extra, " + cols + ") VALUES (" +
+                        marks + ") ON CONFLICT (key) DO NOTHING");
+  ins.bind(1, key).bind(2, w.context).bind(3, w.extra);
+  int at = detail::bind_fields(ins, 4, w.problem);
+  at = detail::bind_fields(ins, at, w.forced);
+  detail::bind_fields(ins, at, w.mac);
+  ins.run();
   auto sel = c_.prepare("SELECT id FROM workloads WHERE key = ?1");
   sel.bind(1, key);
   return id_of(sel);
@@ -365,7 +349,7 @@ Id Store::begin_run(RunInfo r) {
 
 void Store::finish_run(Id run_id, RunStatus status) {
   auto s = c_.prepare("UPDATE runs SET status = ?2, finished_at = ?3 WHERE id = ?1");
-  s.bind(1, run_id).bind(2, run_status_name(status));
+  s.bind(1, run_id).bind(2, name_of(status));
   if (status == RunStatus::running)
     s.bind_null(3);
   else
@@ -391,7 +375,7 @@ std::optional<PointStatus> Store::point_status(const PointKey& p) const {
   auto s = c_.prepare(std::string("SELECT status FROM measurements") + kPointWhere);
   bind_point(s, p);
   if (!s.step()) return std::nullopt;
-  return s.text(0) == "ok" ? PointStatus::ok : PointStatus::failed;
+  return parse_enum<PointStatus>(s.text(0));
 }
 
 bool Store::has_measurement(const PointKey& p) const {
@@ -433,7 +417,7 @@ RecordOutcome Store::record_locked(const Measurement& m) {
       " finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
       " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)");
   bind_point(ins, p);
-  ins.bind_id(8, m.run_id).bind(9, ok ? "ok" : "failed").bind(10, m.error);
+  ins.bind_id(8, m.run_id).bind(9, name_of(m.status)).bind(10, m.error);
   const TimeStats& s = m.stats;
   if (ok) {
     ins.bind(11, s.median_s).bind(12, s.q1_s).bind(13, s.q3_s).bind(14, s.min_s);
@@ -442,7 +426,7 @@ RecordOutcome Store::record_locked(const Measurement& m) {
     for (int i = 11; i <= 16; ++i) ins.bind_null(i);
     ins.bind(17, 0).bind_null(18);
   }
-  ins.bind(19, s.stop_reason).bind(20, m.modeled_bytes).bind(21, m.clock_mhz);
+  ins.bind(19, m.stop_reason).bind(20, m.modeled_bytes).bind(21, m.clock_mhz);
   ins.bind(22, m.throttled_samples).bind(23, m.notes);
   const std::string now = now_utc();
   ins.bind(24, m.started_at.empty() ? now : m.started_at);

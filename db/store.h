@@ -28,8 +28,10 @@
 #include "db/schema.h"
 #include "db/sqlite.h"
 #include "kernels/device.h"
+#include "kernels/forced.h"
+#include "kernels/instance.h"
 #include "kernels/problem.h"
-#include "kernels/registry.h"
+#include "kernels/time_stats.h"
 
 namespace mactune::db {
 
@@ -46,13 +48,12 @@ struct BuildInfo {
 };
 
 // What a point measures: a decode step of `problem` over `context` KV tokens per request
-// with a forced hit rate, under one layer's MAC settings.
+// with forced hits, under one layer's MAC settings. Its columns are the fields of those
+// structs (kernels/fields.h), named by member: a field added to a table gets its column.
 struct Workload {
   Problem problem{};
-  long long context = 0;    // KV tokens per request
-  double hit_rate = 0.0;    // forced fraction of (step, head) hits
-  std::string lag{};        // lag distribution, e.g. "uniform:256:4096"
-  std::string coherence{};  // "head" | "group" | ...
+  long long context = 0;  // KV tokens per request
+  ForcedHits forced{};    // hit rate, lag, coherence (not `enabled` and `seed`: not stored)
   MacParams mac{};
   std::string extra{};  // anything else that changes the work, "key=value,..."
 
@@ -74,7 +75,17 @@ struct RunInfo {
 };
 
 enum class RunStatus { running, finished, interrupted, failed };
-std::string_view run_status_name(RunStatus s);
+}  // namespace mactune::db
+template <>
+struct mactune::EnumNames<mactune::db::RunStatus> {
+  using S = db::RunStatus;
+  static constexpr std::string_view what = "run status";
+  static constexpr EnumName<S> names[] = {{S::running, "running"},
+                                          {S::finished, "finished"},
+                                          {S::interrupted, "interrupted"},
+                                          {S::failed, "failed"}};
+};
+namespace mactune::db {
 
 // The identity of a measured point (see the rules above).
 struct PointKey {
@@ -88,21 +99,22 @@ struct PointKey {
 };
 
 enum class PointStatus { ok, failed };
-
-// Sample statistics in seconds.
-struct TimeStats {
-  int samples = 0;
-  double median_s = 0, q1_s = 0, q3_s = 0, min_s = 0, max_s = 0, mean_s = 0;
-  double rel_noise = 0;       // relative noise estimate at stop
-  std::string stop_reason{};  // "noise" | "stable" | "max_samples" | "time_cap" | ...
+}  // namespace mactune::db
+template <>
+struct mactune::EnumNames<mactune::db::PointStatus> {
+  using S = db::PointStatus;
+  static constexpr std::string_view what = "point status";
+  static constexpr EnumName<S> names[] = {{S::ok, "ok"}, {S::failed, "failed"}};
 };
+namespace mactune::db {
 
 struct Measurement {
   PointKey point{};
   Id run_id = 0;  // the run that measured it (0: none)
   PointStatus status = PointStatus::ok;
-  std::string error{};  // why a failed point failed
-  TimeStats stats{};    // ignored for failed points
+  std::string error{};        // why a failed point failed
+  TimeStats stats{};          // ignored for failed points (stdev_s is not stored)
+  std::string stop_reason{};  // "noise" | "stable" | "max_samples" | "time_cap" | ...
   std::optional<double> modeled_bytes{};
   std::optional<double> clock_mhz{};
   int throttled_samples = 0;
@@ -121,7 +133,7 @@ enum class RecordOutcome {
 struct MeasurementRow {
   Id id = 0;
   Measurement m{};
-  InstanceInfo instance{};
+  InstanceDesc instance{};
   Workload workload{};
 };
 
@@ -144,14 +156,9 @@ struct DeviceRow {
   std::string first_seen{};
 };
 
-// A decision bucket: one shape (and optionally one hit rate).
-struct Bucket {
-  Problem problem{};
-  long long context = 0;
-  std::optional<double> hit_rate{};
-  std::string extra{};
-  std::string key() const;
-};
+// The key of a decision row: a bucket (kernels/problem.h), optionally at one hit rate and
+// with anything else that sets it apart ("hd128_q32_kv8_bf16_p16_b4_c16384[_h0.9][_x...]").
+std::string decision_key(const Bucket& b, std::optional<double> hit_rate, const std::string& extra);
 
 struct TieEntry {
   std::string instance{};
@@ -163,6 +170,8 @@ struct BestConfig {
   Id device_id = 0;
   Id build_id = 0;  // measurements of which build it was drawn from (0: mixed / unknown)
   Bucket bucket{};
+  std::optional<double> hit_rate{};  // unset: the decision spans hit rates
+  std::string extra{};
   std::string family{};  // what was chosen among: "mac", "full", ...
   std::string policy{};
   std::string instance{};  // canonical name; must be stored in instances
@@ -175,12 +184,21 @@ struct BestConfig {
 };
 
 enum class BreakEvenStatus { found, ambiguous, never };
-std::string_view break_even_status_name(BreakEvenStatus s);
+}  // namespace mactune::db
+template <>
+struct mactune::EnumNames<mactune::db::BreakEvenStatus> {
+  using S = db::BreakEvenStatus;
+  static constexpr std::string_view what = "break-even status";
+  static constexpr EnumName<S> names[] = {
+      {S::found, "found"}, {S::ambiguous, "ambiguous"}, {S::never, "never"}};
+};
+namespace mactune::db {
 
 struct BreakEven {
   Id device_id = 0;
   Id build_id = 0;
-  Bucket bucket{};  // hit_rate unset: the break-even runs over hit rates
+  Bucket bucket{};  // a break-even runs over hit rates: its key has none
+  std::string extra{};
   std::string policy{};
   BreakEvenStatus status = BreakEvenStatus::ambiguous;
   std::optional<double> hit_rate{};  // set iff status == found
@@ -244,7 +262,7 @@ class Store {
   // `Transaction t(store.connection()); ... t.commit();` (~0.1 ms per key).
   Id upsert_device(const DeviceFingerprint& d);
   Id upsert_build(const BuildInfo& b);
-  Id upsert_instance(const InstanceInfo& i);  // throws Error if the name has another config
+  Id upsert_instance(const InstanceDesc& i);  // throws Error if the name has another config
   Id upsert_workload(const Workload& w);
   Id upsert_run(const RunInfo& r);  // by run_key (required)
 
@@ -266,7 +284,7 @@ class Store {
   std::vector<MeasurementRow> measurements(const MeasurementFilter& f) const;
   std::vector<DeviceRow> devices() const;
   std::optional<Id> find_device(const DeviceFingerprint& d) const;
-  std::optional<InstanceInfo> instance(Id id) const;
+  std::optional<InstanceDesc> instance(Id id) const;
   std::optional<Id> find_instance(const std::string& name) const;
 
   // Decisions: each write replaces the row of the same bucket (and family, for configs).

@@ -45,9 +45,10 @@ inline BuildInfo test_build(const std::string& rev = "abc123def456") {
   return {rev, "GNU 12.2.0", "r0123456789abcdef", "0.1.0", "RelWithDebInfo"};
 }
 
-inline InstanceInfo test_instance(const std::string& family = "mac", int hd = 128) {
-  const std::string name = family + "_cpu_avx2_hd" + std::to_string(hd) + "_bf16";
-  return {name, "cpu", family, "isa=avx2,head_dim=" + std::to_string(hd) + ",kv=bf16"};
+inline InstanceDesc test_instance(const std::string& family = "mac", int hd = 128) {
+  return InstanceDesc::named(family + "_cpu_avx2_hd" + std::to_string(hd) + "_bf16", Backend::cpu,
+                             parse_enum<Family>(family),
+                             "isa=avx2,head_dim=" + std::to_string(hd) + ",kv=bf16");
 }
 
 inline Workload test_workload(int batch, long long context, double hit_rate) {
@@ -57,9 +58,9 @@ inline Workload test_workload(int batch, long long context, double hit_rate) {
   w.problem.kv_heads = 2;
   w.problem.head_dim = 128;
   w.context = context;
-  w.hit_rate = hit_rate;
-  w.lag = "uniform:256:4096";
-  w.coherence = "head";
+  w.forced.hit_rate = hit_rate;
+  w.forced.lag = {LagKind::uniform, 256, 4096};
+  w.forced.coherence = Coherence::per_head;
   return w;
 }
 
@@ -74,7 +75,6 @@ inline TimeStats test_stats(double median_s) {
   s.max_s = median_s * 1.2;
   s.mean_s = median_s * 1.01;
   s.rel_noise = 0.012;
-  s.stop_reason = "noise";
   return s;
 }
 

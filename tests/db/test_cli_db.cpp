@@ -156,7 +156,8 @@ TEST(Db_Cli, ImportNsysReportsCountsAndIsIdempotent) {
   TempDir dir;
   {
     Store s = Store::open(dir.file("a.db"));
-    s.upsert_instance({"attend_cuda_hd128_g4_t64_s2_bf16", "cuda", "attend", "t=64"});
+    s.upsert_instance(InstanceDesc::named("attend_cuda_hd128_g4_t64_s2_bf16", Backend::cuda,
+                                          Family::attend, "t=64"));
   }
   {
     Connection c(dir.file("r.sqlite"), SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);

@@ -149,8 +149,8 @@ TEST(Db_CrashSafety, SigkillMidWriteLosesNothingAndResumeCompletes) {
   for (const MeasurementRow& r : rows) {
     // Exactly once, with the values its writer computed: no torn or mixed rows.
     EXPECT_TRUE(seen.insert(r.instance.name + "|" + r.workload.key()).second);
-    EXPECT_EQ(r.m.stats.median_s,
-              median_of(r.workload.problem.batch, r.workload.hit_rate, r.instance.family));
+    EXPECT_EQ(r.m.stats.median_s, median_of(r.workload.problem.batch, r.workload.forced.hit_rate,
+                                            std::string(name_of(r.instance.family))));
     EXPECT_EQ(r.m.notes.size(), 2000u);
   }
   // Both sides of every point come from one run: the speedup is a ratio from one run.

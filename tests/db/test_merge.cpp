@@ -23,7 +23,7 @@ using testing::test_workload;
 
 // A small sweep grid: 2 instances x 3 workloads x 2 launch params = 12 points.
 struct GridPoint {
-  InstanceInfo instance;
+  InstanceDesc instance;
   Workload workload;
   std::string params;
   double median_s;
@@ -128,8 +128,7 @@ TEST(Db_Merge, MergingTwiceOrIntoItselfAddsNothing) {
     Store a = Store::open(dir.file("a.db"));
     BestConfig b;
     b.device_id = a.upsert_device(test_device());
-    b.bucket.problem = test_workload(2, 4096, 0).problem;
-    b.bucket.context = 4096;
+    b.bucket = Bucket::of(test_workload(2, 4096, 0).problem, 4096);
     b.family = "mac";
     b.policy = "cpu-wall";
     b.instance = test_instance("mac").name;
@@ -192,7 +191,7 @@ TEST(Db_Merge, ConflictingInstanceConfigIsRefusedAndChangesNothing) {
   run_shard(dir.file("a.db"), grid(), 0, 1);
   {
     Store b = Store::open(dir.file("b.db"));
-    InstanceInfo i = test_instance("mac");
+    InstanceDesc i = test_instance("mac");
     i.config = "isa=avx512";
     b.upsert_instance(i);
   }

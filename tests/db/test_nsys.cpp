@@ -77,9 +77,12 @@ testing::SynthProfile variant_profile() {
 
 Store store_with_instances(const std::string& path) {
   Store s = Store::open(path);
-  s.upsert_instance({kAttend, "cuda", "attend", "hd=128,g=4,t=64,s=2,kv=bf16"});
-  s.upsert_instance({kMatch, "cuda", "match", "hd=128,k=512,kv=bf16"});
-  s.upsert_instance({kFull, "cuda", "full", "hd=128,g=4,kv=bf16"});
+  auto cuda = [](const char* name, Family family, const char* config) {
+    return InstanceDesc::named(name, Backend::cuda, family, config);
+  };
+  s.upsert_instance(cuda(kAttend, Family::attend, "hd=128,g=4,t=64,s=2,kv=bf16"));
+  s.upsert_instance(cuda(kMatch, Family::match, "hd=128,k=512,kv=bf16"));
+  s.upsert_instance(cuda(kFull, Family::full, "hd=128,g=4,kv=bf16"));
   return s;
 }
 
@@ -267,7 +270,7 @@ TEST(Db_NsysImport, Version1DatabaseMigratesKeepingImportedReports) {
         " VALUES (1, 1, 10, 30, 'old_kernel')");
   }
   Store s = Store::open(dir.file("a.db"));
-  EXPECT_EQ(s.schema_version(), 2);
+  EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM nsys_kernels"
                                       " WHERE launch_start_ns IS NULL AND nvtx_range_seq IS NULL"),
             1);

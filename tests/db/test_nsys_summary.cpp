@@ -72,7 +72,8 @@ void write_tune_db(const std::string& path) {
     Measurement m;
     m.point = {device,
                build,
-               s.upsert_instance({instance, "cuda", family, "hd=128"}),
+               s.upsert_instance(InstanceDesc::named(instance, Backend::cuda,
+                                                     parse_enum<Family>(family), "hd=128")),
                "",
                s.upsert_workload(testing::test_workload(batch, 32768, 0.9)),
                "cuda-event",

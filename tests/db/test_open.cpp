@@ -113,6 +113,78 @@ TEST(Db_Migrations, ReadOnlyOpenNeverMigrates) {
   EXPECT_TRUE(read_bytes(path) == before) << "file changed: " << path;
 }
 
+// A file written before the key formats were recorded (schema v2): its keys spelt as they
+// were then, its decisions' MAC settings with the names of then. Opening it brings both to this
+// build's field tables, and the points it holds are still found (a resumed sweep measures
+// nothing twice). The old file is made from a new one by undoing v3 and what came with it.
+TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
+  TempDir dir;
+  const std::string path = dir.file("v2.db");
+  const Workload w = test_workload(4, 32768, 0.9);
+  Id workload = 0;
+  {
+    Store s = Store::open(path);
+    const Id device = s.upsert_device(test_device());
+    s.upsert_instance(test_instance("mac"));
+    workload = s.upsert_workload(w);
+    BestConfig b;
+    b.device_id = device;
+    b.bucket = Bucket::of(w.problem, w.context);
+    b.family = "mac";
+    b.policy = "steady_clock";
+    b.instance = test_instance("mac").name;
+    b.params =
+        "threads=2;K=512,r=256,tau=0.45,summary=f32,pick=nearest,rectify=forward,eps=1,"
+        "min_context=2048";
+    b.tie_set = {{b.instance, b.params, 1e-3}};
+    s.write_best_config(b);
+    s.connection().exec(
+        "DROP TABLE key_formats; DELETE FROM schema_version WHERE version = 3;"
+        "UPDATE workloads SET key = 'b=4,ctx=32768,hq=8,hkv=2,d=128,kv=bf16,page=16,hit=0.9,"
+        "lag=uniform(256,4096),coh=per-head,K=512,r=256,tau=0.45,pick=nearest,minctx=2048,"
+        "sum=f32,rect=forward,eps=1';"
+        "UPDATE best_configs SET bucket = 'b=4,ctx=32768,hq=8,hkv=2,d=128'");
+  }
+  Store s = Store::open(path);
+  EXPECT_EQ(s.schema_version(), kNext - 1);
+  auto key = s.connection().prepare("SELECT key FROM workloads");
+  ASSERT_TRUE(key.step());
+  EXPECT_EQ(key.text(0), w.key());
+  EXPECT_EQ(s.upsert_workload(w), workload) << "the stored workload is found again";
+  const auto best = s.best_configs(s.devices().at(0).id);
+  ASSERT_EQ(best.size(), 1u);
+  const std::string renamed =
+      "threads=2;K=512,r=256,tau=0.45,summary_dtype=f32,pick=nearest,rectify=forward,"
+      "accept_eps=1,min_context=2048";
+  EXPECT_EQ(best[0].params, renamed);
+  ASSERT_EQ(best[0].tie_set.size(), 1u);
+  EXPECT_EQ(best[0].tie_set[0].params, renamed);
+  auto bucket = s.connection().prepare("SELECT bucket FROM best_configs");
+  ASSERT_TRUE(bucket.step());
+  EXPECT_EQ(bucket.text(0), decision_key(Bucket::of(w.problem, w.context), std::nullopt, ""));
+}
+
+// A setting the file has no column for (a field added to a table since it was written) gets
+// one, holding the field's default; a read-only open refuses the file until then.
+TEST(Db_Migrations, SettingsColumnsFollowTheFieldTables) {
+  TempDir dir;
+  const std::string path = dir.file("a.db");
+  write_db(path, 2);
+  {
+    Store s = Store::open(path);
+    s.connection().exec("ALTER TABLE workloads DROP COLUMN accept_eps");
+    s.connection().exec("UPDATE key_formats SET digest = 'older'");
+  }
+  expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only}); },
+                     "open it once for writing");
+  Store s = Store::open(path);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM workloads WHERE accept_eps = 1"),
+            s.connection().scalar_int("SELECT COUNT(*) FROM workloads"));
+  EXPECT_EQ(s.upsert_workload(test_workload(1, 4096, 0.5)),
+            s.connection().scalar_int("SELECT MIN(id) FROM workloads"));
+  Store::open(path, {.mode = OpenMode::read_only});  // up to date now
+}
+
 TEST(Db_OpenErrors, NotADatabaseForeignOrMissingIsRefusedUntouched) {
   TempDir dir;
   const std::string junk = dir.file("junk.db");

@@ -31,6 +31,7 @@ Measurement ok_point(const Keys& k, Id instance, Id workload, double median_s) {
   Measurement m;
   m.point = {k.device, k.build, instance, "chunk=256,threads=2", workload, "cpu-wall", true};
   m.stats = test_stats(median_s);
+  m.stop_reason = "noise";
   m.modeled_bytes = 1.5e9;
   m.clock_mhz = 3000.0;
   m.notes = "governor=performance";
@@ -82,7 +83,7 @@ TEST(Store_Upsert, SameNaturalKeySameIdAcrossReopen) {
 TEST(Store_Upsert, InstanceNameWithAnotherConfigIsRefused) {
   TempDir dir;
   Store s = Store::open(dir.file("a.db"));
-  InstanceInfo i = test_instance("mac");
+  InstanceDesc i = test_instance("mac");
   s.upsert_instance(i);
   i.config += ",extra=1";
   EXPECT_THROW(s.upsert_instance(i), Error);
@@ -96,9 +97,9 @@ TEST(Store_Upsert, WorkloadKeyCoversEveryField) {
   variants[2].problem.kv_heads = 4;
   variants[3].problem.kv_dtype = DType::f16;
   variants[4].problem.page_size = 32;
-  variants[5].hit_rate = 0.5;
-  variants[6].lag = "fixed:1024";
-  variants[7].coherence = "group";
+  variants[5].forced.hit_rate = 0.5;
+  variants[6].forced.lag = {LagKind::fixed, 1024, 1024};
+  variants[7].forced.coherence = Coherence::per_group;
   variants[8].mac.ring_capacity = 256;
   variants[9].mac.band = 64;
   variants[10].mac.tau = 0.6;
@@ -183,7 +184,7 @@ TEST(Store_Measurement, QueryReturnsKeysAndStatsExactly) {
   EXPECT_EQ(r.m.stats.max_s, a.stats.max_s);
   EXPECT_EQ(r.m.stats.mean_s, a.stats.mean_s);
   EXPECT_EQ(r.m.stats.samples, a.stats.samples);
-  EXPECT_EQ(r.m.stats.stop_reason, "noise");
+  EXPECT_EQ(r.m.stop_reason, "noise");
   EXPECT_EQ(r.m.modeled_bytes, 1.5e9);
   EXPECT_EQ(r.m.clock_mhz, 3000.0);
   EXPECT_EQ(r.m.notes, a.notes);
@@ -265,9 +266,8 @@ TEST(Store_Decisions, BestConfigRoundTripAndRewrite) {
   BestConfig b;
   b.device_id = k.device;
   b.build_id = k.build;
-  b.bucket.problem = test_workload(4, 32768, 0.9).problem;
-  b.bucket.context = 32768;
-  b.bucket.hit_rate = 0.9;
+  b.bucket = Bucket::of(test_workload(4, 32768, 0.9).problem, 32768);
+  b.hit_rate = 0.9;
   b.family = "mac";
   b.policy = "cpu-wall";
   b.instance = test_instance("mac").name;
@@ -279,6 +279,7 @@ TEST(Store_Decisions, BestConfigRoundTripAndRewrite) {
   auto got = s.best_configs(k.device);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].bucket.key(), b.bucket.key());
+  EXPECT_EQ(got[0].hit_rate, 0.9);
   EXPECT_EQ(got[0].instance, b.instance);
   EXPECT_EQ(got[0].margin, 0.004);
   ASSERT_EQ(got[0].tie_set.size(), 2u);
@@ -295,7 +296,7 @@ TEST(Store_Decisions, BestConfigRoundTripAndRewrite) {
   EXPECT_TRUE(got[0].tie_set.empty());
   EXPECT_FALSE(got[0].margin.has_value());
 
-  b.bucket.hit_rate = 0.95;  // another bucket
+  b.hit_rate = 0.95;  // another bucket
   s.write_best_config(b);
   EXPECT_EQ(s.best_configs(k.device).size(), 2u);
   b.instance = "not_an_instance";
@@ -308,8 +309,7 @@ TEST(Store_Decisions, BreakEvenFoundAmbiguousNever) {
   const Keys k = add_keys(s);
   BreakEven b;
   b.device_id = k.device;
-  b.bucket.problem = test_workload(1, 32768, 0).problem;
-  b.bucket.context = 32768;
+  b.bucket = Bucket::of(test_workload(1, 32768, 0).problem, 32768);
   b.policy = "cpu-wall";
   b.status = BreakEvenStatus::found;
   b.hit_rate = 0.5;
