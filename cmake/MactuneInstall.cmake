@@ -1,19 +1,20 @@
 # `cmake --install` exports the CMake package `mactune`: headers under include/mactune (the
-# repository's include paths, so "schedules/dispatch.h" and <mactune/schedules/dispatch.h> both
-# work), the libraries a serving engine links (mactune::kernels, mactune::schedules and the
-# compiled kernel registries schedules uses) and mactuneConfig.cmake, so another project does
+# repository's include paths, so "dispatcher/dispatch.h" and <mactune/dispatcher/dispatch.h> both
+# work), the libraries a serving engine links (mactune::kernels, mactune::dispatch, and the
+# compiled engines mactune::kernels_cpu, mactune::kernels_cuda for one that runs them) and
+# mactuneConfig.cmake, so another project does
 #   find_package(mactune REQUIRED)
-#   target_link_libraries(app PRIVATE mactune::schedules)
-# (examples/dispatch is such a project; tests/schedules builds it against an install.)
+#   target_link_libraries(app PRIVATE mactune::dispatch)
+# (examples/dispatch is such a project; tests/dispatcher builds it against an install.)
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/schedules
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/kernels ${PROJECT_SOURCE_DIR}/dispatcher
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/mactune
         FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh" PATTERN "*.inl"
         PATTERN "tools" EXCLUDE PATTERN "templates" EXCLUDE)
 
-# Every library a layer registered (MACTUNE_EXPORTED_TARGETS), plus the kernel registries
-# schedules links for its default catalog, each once.
+# Every library a layer registered (MACTUNE_EXPORTED_TARGETS), plus the compiled engines, each
+# once.
 get_property(_mactune_exported GLOBAL PROPERTY MACTUNE_EXPORTED_TARGETS)
 set(_mactune_export mactune_kernels)
 foreach(t ${_mactune_exported} mactune_kernels_cpu mactune_kernels_cuda)

@@ -11,13 +11,13 @@
 #include <string>
 #include <string_view>
 
+#include "dispatcher/dispatch.h"
 #include "kernels/error.h"
-#include "schedules/dispatch.h"
 
 namespace {
 
 using namespace mactune;
-using namespace mactune::sched;
+using namespace mactune::dispatch;
 
 #define FUZZ_ASSERT(cond)                                                                  \
   do {                                                                                     \

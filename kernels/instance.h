@@ -9,7 +9,7 @@
 // Both backends describe their instances with one type, InstanceDesc (kernels/cpu/instances.h,
 // kernels/cuda/describe.h): what it is, what it can run and why not, what it needs. The
 // descriptions are plain C++ over the configs, so whoever only reads dispatch tables (the
-// catalog, dispatch/catalog.h) knows this build's instances without linking a kernel.
+// catalog, dispatcher/catalog.h) knows this build's instances without linking a kernel.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // dispatch_example: what a serving engine does with a mactune dispatch table at run time.
-// It loads a table (validated against this machine and the kernels this build has; a bad one
-// is refused with one warning and the built-in fallback answers), then asks, for a few decode
+// It loads a table (validated against this machine and the instances this build has, known by
+// their descriptions: the example links mactune::dispatch and no kernel code; a bad table is
+// refused with one warning and the built-in fallback answers), then asks, for a few decode
 // shapes, which kernel to launch and whether MAC-Attention pays off.
 //
 //   dispatch_example                 the sample table this example ships (made on another
@@ -11,9 +12,9 @@
 #include <cstring>
 #include <string>
 
-#include "schedules/dispatch.h"
+#include "dispatcher/dispatch.h"
 
-namespace sched = mactune::sched;
+namespace dispatch = mactune::dispatch;
 
 int main(int argc, char** argv) {
   std::string path;
@@ -36,10 +37,10 @@ int main(int argc, char** argv) {
         "skipped)\n");
   }
 
-  sched::LoadOptions options;  // this CPU, the kernels compiled into this build
+  dispatch::LoadOptions options;  // this CPU, the instances this build describes
   options.check_device = !any_device;
-  const sched::Dispatcher dispatcher = sched::Dispatcher::load(path, options);
-  if (const sched::DispatchTable* t = dispatcher.table()) {
+  const dispatch::Dispatcher dispatcher = dispatch::Dispatcher::load(path, options);
+  if (const dispatch::DispatchTable* t = dispatcher.table()) {
     std::printf("table %s: %zu entries for %s '%s' (fingerprint %s), generated %s by mactune %s\n",
                 path.c_str(), t->entries.size(), t->device.backend.c_str(), t->device.name.c_str(),
                 t->device.fingerprint.c_str(), t->generated.time.c_str(),
@@ -61,9 +62,9 @@ int main(int argc, char** argv) {
       for (double hit_rate : {0.5, 0.9}) {
         mactune::Problem p = llama;
         p.batch = batch;
-        const sched::Choice c = dispatcher.select(p, context, hit_rate);
+        const dispatch::Choice c = dispatcher.select(p, context, hit_rate);
         std::printf("batch %2d context %6lld hit %.2f -> %s\n", batch, context, hit_rate,
-                    sched::describe(c).c_str());
+                    dispatch::describe(c).c_str());
       }
     }
   }
@@ -71,6 +72,6 @@ int main(int argc, char** argv) {
   odd.head_dim = 64;
   odd.kv_dtype = mactune::DType::f32;
   std::printf("head_dim 64 f32, batch 1 context 4096 hit 0.90 -> %s\n",
-              sched::describe(dispatcher.select(odd, 4096, 0.9)).c_str());
+              dispatch::describe(dispatcher.select(odd, 4096, 0.9)).c_str());
   return 0;
 }

@@ -3,10 +3,10 @@
 // checks as the fit predicate.
 #include <gtest/gtest.h>
 
+#include "dispatcher/dispatch.h"
 #include "kernels/cpu/session.h"
-#include "schedules/dispatch.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 namespace {
 
 Problem llama(int batch) {
@@ -21,11 +21,11 @@ Problem llama(int batch) {
 
 TEST(DefaultCatalog, HoldsEveryCpuInstanceOfThisBuild) {
   const Catalog& c = default_catalog();
-  for (const InstanceInfo& info : cpu::instances()) {
-    const InstanceInfo* found = c.find(info.name);
+  for (const InstanceDesc& info : cpu::instances()) {
+    const InstanceDesc* found = c.find(info.name);
     ASSERT_NE(found, nullptr) << info.name;
     EXPECT_EQ(found->family, info.family);
-    EXPECT_EQ(found->backend, "cpu");
+    EXPECT_EQ(found->backend, Backend::cpu);
   }
 }
 
@@ -64,8 +64,8 @@ TEST(DefaultCatalog, UsesTheEnginesShapeChecks) {
 TEST(DefaultCatalog, AcceptsATableOfThisMachine) {
   const DeviceFingerprint here = cpu_fingerprint();
   const Catalog& c = default_catalog();
-  const InstanceInfo* full = c.first_fit("cpu", "full", llama(1));
-  const InstanceInfo* mac = c.first_fit("cpu", "mac", llama(1));
+  const InstanceDesc* full = c.first_fit("cpu", Family::full, llama(1));
+  const InstanceDesc* mac = c.first_fit("cpu", Family::mac, llama(1));
   ASSERT_NE(full, nullptr);
   ASSERT_NE(mac, nullptr);
   DispatchTable t;
@@ -88,4 +88,4 @@ TEST(DefaultCatalog, AcceptsATableOfThisMachine) {
 }
 
 }  // namespace
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

@@ -12,7 +12,7 @@
 #include "dispatch_fixtures.h"
 #include "kernels/error.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 namespace {
 
 using testing::llama_shape;
@@ -405,4 +405,4 @@ TEST(DispatchLoad, FileRoundTripThroughTheDispatcher) {
 }
 
 }  // namespace
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

@@ -1,5 +1,8 @@
-// Structure checks of a dispatch table (what holds whatever device reads it).
+// Structure checks of a dispatch table (what holds whatever device reads it), and MAC choices.
+#include "dispatcher/table.h"
+
 #include <unistd.h>
+
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -11,9 +14,7 @@
 
 #include "kernels/error.h"
 
-#include "schedules/dispatch_table.h"
-
-namespace mactune::sched {
+namespace mactune::dispatch {
 namespace {
 
 std::string interval_text(const Interval& iv) {
@@ -48,7 +49,7 @@ std::string check_params(const Params& params) {
 std::string shape_text(const ShapeKey& s) {
   std::ostringstream o;
   o << "head_dim " << s.head_dim << ", heads " << s.q_heads << '/' << s.kv_heads << ", "
-    << dtype_name(s.dtype) << ", page " << s.page_size;
+    << dtype_name(s.kv_dtype) << ", page " << s.page_size;
   return o.str();
 }
 
@@ -145,4 +146,31 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-}  // namespace mactune::sched
+// ---- MAC choices: the MAC settings' table (kernels/problem.h) spelt as a table carries it.
+
+MacChoice mac_choice(std::string instance, const MacParams& settings, Params launch,
+                     bool with_tau) {
+  MacChoice m;
+  m.instance = std::move(instance);
+  m.ring_capacity = settings.ring_capacity;
+  m.band = settings.band;
+  if (with_tau) m.tau = settings.tau;
+  m.params = std::move(launch);
+  for (const Field<MacParams>& f : fields_of<MacParams>())
+    if (f.member != "ring_capacity" && f.member != "band" && f.member != "tau")
+      m.params[std::string(f.name)] = f.get(settings);
+  return m;
+}
+
+MacParams mac_settings(const MacChoice& choice, MacParams base) {
+  base.ring_capacity = choice.ring_capacity;
+  base.band = choice.band;
+  if (choice.tau) base.tau = *choice.tau;
+  Params own;  // the params the MAC table names
+  for (const auto& [key, value] : choice.params)
+    if (find_field<MacParams>(key)) own.emplace(key, value);
+  assign_params(base, own);
+  return base;
+}
+
+}  // namespace mactune::dispatch

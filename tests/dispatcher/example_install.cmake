@@ -49,6 +49,18 @@ run(COMMAND ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/dispatch -B ${WORK}/build
 run(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build OUT ignored)
 set(example ${WORK}/build/dispatch_example)
 
+# 0. It links the dispatch library and no kernel code: neither compiled engine is on its link
+# line, and no engine symbol is in the binary.
+run(COMMAND ninja -C ${WORK}/build -t commands dispatch_example OUT link)
+expect("${link}" "libmactune_dispatch\\.a" "the dispatch library on the link line")
+if(link MATCHES "libmactune_kernels_(cpu|cuda)")
+  message(FATAL_ERROR "the example links a kernel library:\n${link}")
+endif()
+run(COMMAND nm -C ${example} OUT symbols)
+if(symbols MATCHES "mactune::(cpu|cuda)::Session::")
+  message(FATAL_ERROR "the example holds engine code")
+endif()
+
 # 1. No argument: the sample table it ships, device check skipped; 19 answers.
 run(COMMAND ${example} OUT out)
 expect("${out}" "no table given: reading the sample table" "the sample-table note")

@@ -8,10 +8,10 @@
 #include <sstream>
 #include <string>
 
+#include "dispatcher/dispatch.h"
 #include "sample_dispatch_table.h"  // generated: mactune_test::sample_table()
-#include "schedules/dispatch.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 namespace {
 
 DispatchTable json_table() {
@@ -20,10 +20,10 @@ DispatchTable json_table() {
 
 // A catalog of exactly the instances the table names (CUDA, families from the name).
 Catalog catalog_of(const DispatchTable& t) {
-  std::vector<InstanceInfo> infos;
+  std::vector<InstanceDesc> infos;
   for (const Entry& e : t.entries) {
-    infos.push_back({e.full.instance, "cuda", "full", ""});
-    if (e.mac) infos.push_back({e.mac->instance, "cuda", "attend", ""});
+    infos.push_back(InstanceDesc::named(e.full.instance, Backend::cuda, Family::full));
+    if (e.mac) infos.push_back(InstanceDesc::named(e.mac->instance, Backend::cuda, Family::attend));
   }
   return Catalog(std::move(infos));
 }
@@ -97,4 +97,4 @@ TEST(DispatchHeader, GivesTheSameChoicesAsTheJson) {
 }
 
 }  // namespace
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

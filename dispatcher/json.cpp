@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "dispatcher/table.h"
 #include "kernels/error.h"
-#include "schedules/dispatch_table.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 namespace {
 
 using json = nlohmann::json;
@@ -116,7 +116,7 @@ class Reader {
     e.shape.head_dim = static_cast<int>(integer(s["head_dim"], p + ".shape.head_dim", 1, INT_MAX));
     e.shape.q_heads = static_cast<int>(integer(s["q_heads"], p + ".shape.q_heads", 1, INT_MAX));
     e.shape.kv_heads = static_cast<int>(integer(s["kv_heads"], p + ".shape.kv_heads", 1, INT_MAX));
-    e.shape.dtype = dtype(s["dtype"], p + ".shape.dtype");
+    e.shape.kv_dtype = dtype(s["dtype"], p + ".shape.dtype");
     e.shape.page_size =
         static_cast<int>(integer(s["page_size"], p + ".shape.page_size", 1, INT_MAX));
     e.batch = interval(v["batch"], p + ".batch");
@@ -230,7 +230,7 @@ std::string to_json(const DispatchTable& t) {
     j["shape"] = {{"head_dim", e.shape.head_dim},
                   {"q_heads", e.shape.q_heads},
                   {"kv_heads", e.shape.kv_heads},
-                  {"dtype", std::string(dtype_name(e.shape.dtype))},
+                  {"dtype", std::string(dtype_name(e.shape.kv_dtype))},
                   {"page_size", e.shape.page_size}};
     j["batch"] = interval_json(e.batch);
     j["context"] = interval_json(e.context);
@@ -263,4 +263,4 @@ void write_table(const DispatchTable& t, const std::filesystem::path& path) {
   detail::write_atomically(path, text, "dispatch table");
 }
 
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

@@ -1,9 +1,10 @@
 // Selection at run time: one pure function, table -> built-in fallback, that always answers.
 //
-//   auto d = mactune::sched::Dispatcher::load("dispatch/h200.json");   // refused -> fallback
-//   mactune::sched::Choice c = d.select(problem, /*context=*/65536, /*expected_hit_rate=*/0.8);
+//   auto d = mactune::dispatch::Dispatcher::load("dispatch/h200.json");   // refused -> fallback
+//   mactune::dispatch::Choice c = d.select(problem, /*context=*/65536, /*expected_hit_rate=*/0.8);
 //   if (c.use_mac()) launch(c.mac->instance, c.mac->ring_capacity, c.mac->band, c.mac->params);
 //   else launch(c.full.instance, c.full.params);
+//   // or, with mactune's engines: session_options(c, d.catalog(), base) (dispatcher/session.h)
 //
 // A table is accepted whole or not at all: a table made on another device (fingerprint), for
 // another schema version, with overlapping buckets, or naming an instance this build lacks is
@@ -22,12 +23,12 @@
 #include <string_view>
 #include <vector>
 
+#include "dispatcher/catalog.h"
+#include "dispatcher/table.h"
 #include "kernels/device.h"
 #include "kernels/problem.h"
-#include "schedules/catalog.h"
-#include "schedules/dispatch_table.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 
 enum class ChoiceSource : std::uint8_t { table, fallback };
 
@@ -102,4 +103,4 @@ class Dispatcher {
   std::string refusal_;
 };
 
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

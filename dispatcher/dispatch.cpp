@@ -1,30 +1,30 @@
 // Validation against the running device and the compiled instances, and select().
-#include "schedules/dispatch.h"
+#include "dispatcher/dispatch.h"
 
 #include <iostream>
 #include <sstream>
 
 #include "kernels/error.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 namespace {
 
 std::string check_instance(const Catalog& catalog, const std::string& name, const ShapeKey& shape,
                            std::string_view backend, bool full, const std::string& where) {
-  const InstanceInfo* info = catalog.find(name);
+  const InstanceDesc* info = catalog.find(name);
   if (!info)
     return where + " '" + name + "' is not an instance of this build" +
            (catalog.empty() ? " (the catalog is empty: this build has no kernel registry)" : "");
-  if (info->backend != backend)
-    return where + " '" + name + "' runs on " + info->backend + ", the table is for " +
-           std::string(backend);
-  if (full != (info->family == "full"))
-    return where + " '" + name + "' is a " + info->family + " instance, expected " +
-           (full ? "a full-attention one" : "a MAC one");
+  if (name_of(info->backend) != backend)
+    return where + " '" + name + "' runs on " + std::string(name_of(info->backend)) +
+           ", the table is for " + std::string(backend);
+  if (full != (info->family == Family::full))
+    return where + " '" + name + "' is a " + std::string(name_of(info->family)) +
+           " instance, expected " + (full ? "a full-attention one" : "a MAC one");
   if (!catalog.fits(*info, shape.problem())) {
     std::ostringstream e;
     e << where << " '" << name << "' does not run head_dim " << shape.head_dim << ", heads "
-      << shape.q_heads << '/' << shape.kv_heads << ", " << dtype_name(shape.dtype);
+      << shape.q_heads << '/' << shape.kv_heads << ", " << dtype_name(shape.kv_dtype);
     return e.str();
   }
   return "";
@@ -108,7 +108,7 @@ std::string validate_table(const DispatchTable& t, const LoadOptions& options) {
 
 Choice fallback_choice(const Catalog& catalog, std::string_view backend, const Problem& p) {
   Choice c;
-  if (const InstanceInfo* info = catalog.first_fit(backend, "full", p))
+  if (const InstanceDesc* info = catalog.first_fit(backend, Family::full, p))
     c.full.instance = info->name;
   return c;
 }
@@ -198,4 +198,4 @@ Choice Dispatcher::select(const Problem& p, std::int64_t context, double hit_rat
   return fallback_choice(catalog(), options_.device.backend, p);
 }
 
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

@@ -2,7 +2,7 @@
 // pays off. The format is documented in docs/dispatch-table.md ("mactune.dispatch/1"). The
 // tuner builds a DispatchTable in memory from its database and writes it with write_table()
 // (JSON) and write_header() (a C++ header with the same table, for static linking); a serving
-// engine loads it through a Dispatcher (schedules/dispatch.h), which validates it against the
+// engine loads it through a Dispatcher (dispatcher/dispatch.h), which validates it against the
 // running device and the compiled instances and answers select(problem, context, hit rate).
 #pragma once
 
@@ -17,16 +17,18 @@
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/fields.h"
 #include "kernels/problem.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 
 inline constexpr std::string_view kDispatchSchema = "mactune.dispatch/1";
 
-// Launch parameters that are not part of an instance name (CPU chunk tokens, threads, ...):
-// a flat map of scalars, written as a JSON object.
-using ParamValue = std::variant<std::int64_t, double, bool, std::string>;
-using Params = std::map<std::string, ParamValue, std::less<>>;
+// Launch parameters that are not part of an instance name (CPU chunk tokens, threads, ...) and
+// the MAC settings besides K, r and tau: a flat map of typed scalars (kernels/fields.h), named
+// as the field tables name them, written as a JSON object.
+using ParamValue = Scalar;
+using Params = mactune::Params;
 
 // Closed interval [lo, hi] of positive integers; no hi: unbounded above.
 struct Interval {
@@ -39,29 +41,7 @@ struct Interval {
 };
 
 // The shape an entry covers: every field of Problem except the batch (an interval of its own).
-struct ShapeKey {
-  int head_dim = 128;
-  int q_heads = 32;
-  int kv_heads = 8;
-  DType dtype = DType::bf16;  // the KV dtype
-  int page_size = 16;
-
-  static ShapeKey of(const Problem& p) {
-    return {p.head_dim, p.q_heads, p.kv_heads, p.kv_dtype, p.page_size};
-  }
-  // The problem of this shape at `batch` (for validation and instance checks).
-  Problem problem(int batch = 1) const {
-    Problem p;
-    p.batch = batch;
-    p.q_heads = q_heads;
-    p.kv_heads = kv_heads;
-    p.head_dim = head_dim;
-    p.kv_dtype = dtype;
-    p.page_size = page_size;
-    return p;
-  }
-  auto operator<=>(const ShapeKey&) const = default;
-};
+using ShapeKey = mactune::ShapeKey;
 
 // Full attention: the baseline kernel, and what MAC's warm-up steps (m < min_context) run.
 struct FullChoice {
@@ -76,9 +56,17 @@ struct MacChoice {
   int ring_capacity = 0;      // K
   int band = 0;               // r
   std::optional<double> tau;  // the match threshold measured with; none: the caller's own
-  Params params;
+  Params params;              // launch parameters and every other MAC setting
   bool operator==(const MacChoice&) const = default;
 };
+
+// The choice of a MAC configuration as a table carries it: K and r under their own keys, tau
+// under its own when `with_tau`, every other field of the MAC settings' table in params beside
+// the launch parameters.
+MacChoice mac_choice(std::string instance, const MacParams& settings, Params launch, bool with_tau);
+// The other way: the MAC settings a choice names, over `base` (the caller's tau when the
+// choice has none). The params that are not MAC settings are left for the engine's table.
+MacParams mac_settings(const MacChoice& choice, MacParams base);
 
 // One bucket: a shape, a batch interval and a context interval (KV tokens per request).
 struct Entry {
@@ -125,7 +113,7 @@ struct DispatchTable {
 // choice. Otherwise one sentence naming the first offending entry and field.
 std::string check_structure(const DispatchTable& table);
 
-// ---- JSON (schedules/dispatch_json.cpp).
+// ---- JSON (dispatcher/json.cpp).
 
 // The table as JSON text (2-space indent, keys in documented order).
 std::string to_json(const DispatchTable& table);
@@ -138,11 +126,11 @@ DispatchTable read_table(const std::filesystem::path& path);
 // check_structure(); throws InputError when the table is malformed or the file cannot be written.
 void write_table(const DispatchTable& table, const std::filesystem::path& path);
 
-// ---- C++ header form (schedules/dispatch_header.cpp).
+// ---- C++ header form (dispatcher/header.cpp).
 
 // A header that defines the same table as constexpr data and a function
-// `mactune::sched::DispatchTable <ns>::<function>()` returning it; include it together with
-// schedules/dispatch.h and pass the table to Dispatcher::from_table().
+// `mactune::dispatch::DispatchTable <ns>::<function>()` returning it; include it together with
+// dispatcher/dispatch.h and pass the table to Dispatcher::from_table().
 std::string to_header(const DispatchTable& table, std::string_view ns = "mactune_dispatch",
                       std::string_view function = "table");
 void write_header(const DispatchTable& table, const std::filesystem::path& path,
@@ -158,4 +146,4 @@ void write_atomically(const std::filesystem::path& path, std::string_view text,
 // The current time as ISO 8601 UTC ("2026-03-01T12:00:00Z"), for Generated::time.
 std::string utc_now_iso8601();
 
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

@@ -6,9 +6,9 @@
 
 #include <cstdint>
 
-#include "schedules/dispatch_table.h"
+#include "dispatcher/table.h"
 
-namespace mactune::sched {
+namespace mactune::dispatch {
 
 enum class StaticParamKind : std::uint8_t { integer, real, boolean, string };
 
@@ -119,4 +119,4 @@ inline DispatchTable from_static(const StaticTable& s) {
   return t;
 }
 
-}  // namespace mactune::sched
+}  // namespace mactune::dispatch

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "schedules/dispatch_table.h"
+#include "dispatcher/table.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {
@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    mactune::sched::write_header(mactune::sched::read_table(argv[1]), argv[2], argv[3], argv[4]);
+    mactune::dispatch::write_header(mactune::dispatch::read_table(argv[1]), argv[2], argv[3],
+                                    argv[4]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gen_header: %s\n", e.what());
     return 2;

@@ -6,11 +6,11 @@
 #include <string_view>
 #include <vector>
 
+#include "dispatcher/catalog.h"
+#include "dispatcher/dispatch.h"
 #include "kernels/device.h"
-#include "schedules/catalog.h"
-#include "schedules/dispatch.h"
 
-namespace mactune::sched::testing {
+namespace mactune::dispatch::testing {
 
 inline DeviceFingerprint test_device() {
   DeviceFingerprint d;
@@ -23,8 +23,10 @@ inline DeviceFingerprint test_device() {
   return d;
 }
 
-inline InstanceInfo info(std::string name, std::string backend, std::string family) {
-  return InstanceInfo{std::move(name), std::move(backend), std::move(family), ""};
+// A description with no can_implement of its own: the catalog checks it by name (name_fits).
+inline InstanceDesc info(std::string name, std::string_view backend, std::string_view family) {
+  return InstanceDesc::named(std::move(name), parse_enum<Backend>(backend),
+                             parse_enum<Family>(family));
 }
 
 // CPU instances for head_dim 128 (bf16, f32) and 64 (f16), a generic full path for 128/bf16
@@ -99,4 +101,4 @@ struct WarningLog {
   }
 };
 
-}  // namespace mactune::sched::testing
+}  // namespace mactune::dispatch::testing
