@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cli/registry.h"
-#include "tuner/replay/fidelity_store.h"
-#include "tuner/replay/replay.h"
+#include "replay/fidelity_store.h"
+#include "replay/replay.h"
 
 namespace mactune::cli {
 namespace {
@@ -26,7 +26,7 @@ struct ReplayArgs {
   std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
   int min_context = 0;
   double accept_eps = 1.0;
-  std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
+  std::string engine = std::string(name_of(replay::default_replay_engine()));
   int threads = 0;
   bool baseline = false;
   std::optional<double> rope_theta;
@@ -45,8 +45,8 @@ void print_header() {
               ">10%", "ref_p99");
 }
 
-void print_row(const tuner::ReplayPoint& pt) {
-  const tuner::Fidelity& f = pt.fidelity;
+void print_row(const replay::ReplayPoint& pt) {
+  const replay::Fidelity& f = pt.fidelity;
   const MacParams& m = pt.settings.mac;
   std::printf("%5d %5d %4d %6s  %6.4f %7.4f %6.4f %6.4f  %9.3e %9.3e %9.3e %9.3e %5.2f%%  %9s\n",
               f.layer, m.ring_capacity, m.band, fmt("%.4g", m.tau).c_str(), f.hit_rate,
@@ -71,35 +71,35 @@ void write_json(const std::string& path, const std::string& text) {
 }
 
 void run_replay(const ReplayArgs& a) {
-  const tuner::DecodeTrace trace = tuner::DecodeTrace::open(a.trace, a.rope_theta);
+  const replay::DecodeTrace trace = replay::DecodeTrace::open(a.trace, a.rope_theta);
   std::vector<int> layers = a.layers.empty() ? trace.layers() : a.layers;
   for (int l : layers) trace.require_layer(l);
 
-  std::vector<tuner::ReplaySettings> settings;
+  std::vector<replay::ReplaySettings> settings;
   for (int K : a.ring_capacities)
     for (int r : a.bands)
       for (double tau : a.taus) {
-        tuner::ReplaySettings s;
+        replay::ReplaySettings s;
         s.mac.ring_capacity = K;
         s.mac.band = r;
         s.mac.tau = tau;
-        s.mac.pick = parse_pick_rule(a.pick);
+        s.mac.pick = parse_enum<PickRule>(a.pick);
         s.mac.min_context = a.min_context;
         s.mac.summary_dtype = parse_dtype(a.summary_dtype);
-        s.mac.rectify = parse_rectify(a.rectify);
+        s.mac.rectify = parse_enum<Rectify>(a.rectify);
         s.mac.accept_eps = a.accept_eps;
         s.kv_dtype = parse_dtype(a.kv_dtype);
         MACTUNE_REQUIRE(
             s.kv_dtype == DType::f32 || s.kv_dtype == DType::bf16 || s.kv_dtype == DType::f16,
             "--kv-dtype ", a.kv_dtype, " is not a KV storage dtype");
-        s.engine = tuner::parse_replay_engine(a.engine);
+        s.engine = parse_enum<replay::ReplayEngine>(a.engine);
         s.threads = a.threads;
         s.baseline = a.baseline;
         require_valid(s.mac);
         settings.push_back(s);
       }
 
-  const tuner::ReplaySettings& s0 = settings.front();
+  const replay::ReplaySettings& s0 = settings.front();
   const Problem shape = trace.problem(layers.front(), s0.kv_dtype);
   std::printf("trace %s: %zu layer(s), %d query / %d KV heads, head_dim %d, rope_theta %g\n",
               trace.name().c_str(), trace.layers().size(), shape.q_heads, shape.kv_heads,
@@ -107,23 +107,22 @@ void run_replay(const ReplayArgs& a) {
   std::printf("engine %s, kv %s, summary %s, pick %s, rectify %s, min_context %d, accept_eps %g\n",
               s0.engine_label().c_str(), std::string(dtype_name(s0.kv_dtype)).c_str(),
               std::string(dtype_name(s0.mac.summary_dtype)).c_str(),
-              std::string(pick_rule_name(s0.mac.pick)).c_str(),
-              std::string(rectify_name(s0.mac.rectify)).c_str(), s0.mac.min_context,
-              s0.mac.accept_eps);
+              std::string(name_of(s0.mac.pick)).c_str(),
+              std::string(name_of(s0.mac.rectify)).c_str(), s0.mac.min_context, s0.mac.accept_eps);
   print_header();
 
-  std::unique_ptr<tuner::FidelityRecorder> db;
-  if (!a.db.empty()) db = std::make_unique<tuner::FidelityRecorder>(a.db);
-  std::vector<tuner::ReplayPoint> done;
+  std::unique_ptr<replay::FidelityRecorder> db;
+  if (!a.db.empty()) db = std::make_unique<replay::FidelityRecorder>(a.db);
+  std::vector<replay::ReplayPoint> done;
   double worst_full = -1;
-  tuner::replay_trace(trace, layers, settings,
-                      [&](const tuner::DecodeTrace& t, const tuner::ReplayPoint& pt) {
-                        print_row(pt);
-                        done.push_back(pt);
-                        worst_full = std::max(worst_full, pt.fidelity.full_vs_ref_max);
-                        if (db) db->record(t, pt);
-                        if (!a.json.empty()) write_json(a.json, tuner::replay_json(t, done));
-                      });
+  replay::replay_trace(trace, layers, settings,
+                       [&](const replay::DecodeTrace& t, const replay::ReplayPoint& pt) {
+                         print_row(pt);
+                         done.push_back(pt);
+                         worst_full = std::max(worst_full, pt.fidelity.full_vs_ref_max);
+                         if (db) db->record(t, pt);
+                         if (!a.json.empty()) write_json(a.json, replay::replay_json(t, done));
+                       });
   if (!done.empty()) std::printf("code path: %s\n", done.front().fidelity.instance.c_str());
   std::printf(
       "err = |o - o_full| / |o_full| per eligible (step, head), o_full the exact fp64 "

@@ -7,12 +7,12 @@
 #include <span>
 
 #include "kernels/error.h"
-#include "tuner/replay/safetensors.h"
-#include "tuner/replay/trace.h"
+#include "replay/safetensors.h"
+#include "replay/trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace mactune;
-  using namespace mactune::tuner;
+  using namespace mactune::replay;
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   try {
     const Safetensors file = Safetensors::from_memory(bytes, "fuzz");

@@ -5,9 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "tuner/replay/replay.h"
+#include "replay/replay.h"
 
-namespace mactune::tuner::testing {
+namespace mactune::replay::testing {
 
 inline std::string trace_path(const std::string& name) {
   return std::string(MACTUNE_TRACE_DIR) + "/" + name;
@@ -42,4 +42,4 @@ inline std::string name_number(double x) {
   return s;
 }
 
-}  // namespace mactune::tuner::testing
+}  // namespace mactune::replay::testing

@@ -5,10 +5,10 @@
 #include <filesystem>
 
 #include "kernels/error.h"
+#include "replay/calibrate.h"
 #include "replay_fixtures.h"
-#include "tuner/replay/calibrate.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 CalibrationPoint point(int K, int r, double tau, double skip, double err) {
@@ -154,4 +154,4 @@ TEST(Calibrate, Code1kText1k_K512_r256_Budget1pct) {
 }
 
 }  // namespace
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

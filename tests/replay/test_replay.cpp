@@ -10,7 +10,7 @@
 
 #include "replay_fixtures.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 using testing::loaded_trace;
@@ -79,7 +79,7 @@ struct EngineCase {
   double max_err;  // roundoff of the engine's arithmetic
 };
 void PrintTo(const EngineCase& c, std::ostream* os) {
-  *os << replay_engine_name(c.engine) << " tau " << c.tau;
+  *os << name_of(c.engine) << " tau " << c.tau;
 }
 
 class TauDisablesHits : public ::testing::TestWithParam<EngineCase> {};
@@ -110,7 +110,7 @@ std::vector<EngineCase> tau_cases() {
 }
 
 std::string tau_case_name(const ::testing::TestParamInfo<EngineCase>& p) {
-  return std::string(replay_engine_name(p.param.engine)) + "_tau" + name_number(p.param.tau);
+  return std::string(name_of(p.param.engine)) + "_tau" + name_number(p.param.tau);
 }
 INSTANTIATE_TEST_SUITE_P(Engines, TauDisablesHits, ::testing::ValuesIn(tau_cases()), tau_case_name);
 
@@ -121,8 +121,8 @@ struct ExpectedLine {
   ReplayEngine engine;
 };
 void PrintTo(const ExpectedLine& e, std::ostream* os) {
-  *os << replay_engine_name(e.engine) << " " << e.j["trace"].get<std::string>() << " K " << e.j["K"]
-      << " r " << e.j["r"] << " tau " << e.j["tau"];
+  *os << name_of(e.engine) << " " << e.j["trace"].get<std::string>() << " K " << e.j["K"] << " r "
+      << e.j["r"] << " tau " << e.j["tau"];
 }
 
 std::vector<nlohmann::json> expected_lines() {
@@ -174,7 +174,7 @@ TEST_P(ExpectedReplay, MatchesIndependentFloat64) {
   st.mac.band = j["r"];
   st.mac.tau = j["tau"];
   st.mac.min_context = j["min_context"];
-  st.mac.pick = parse_pick_rule(j["pick"].get<std::string>());
+  st.mac.pick = parse_enum<PickRule>(j["pick"].get<std::string>());
   const Fidelity f = summarize(replay_layer(t.layer, t.trace.rope_theta(), t.exact, st));
   EXPECT_EQ(f.steps, j["steps"].get<long long>());
   EXPECT_EQ(f.instance.rfind(st.engine == ReplayEngine::ref ? "mac_ref" : "mac_cpu_", 0), 0u)
@@ -194,7 +194,7 @@ std::string expected_case_name(const ::testing::TestParamInfo<ExpectedLine>& p) 
   const nlohmann::json& j = p.param.j;
   std::string trace = j["trace"].get<std::string>();
   trace = trace.substr(0, trace.find('.'));
-  return std::string(replay_engine_name(p.param.engine)) + "_" + trace + "_K" +
+  return std::string(name_of(p.param.engine)) + "_" + trace + "_K" +
          std::to_string(j["K"].get<int>()) + "_r" + std::to_string(j["r"].get<int>()) + "_tau" +
          name_number(j["tau"].get<double>());
 }
@@ -268,4 +268,4 @@ TEST(ErrorStats, NumpyLinearPercentiles) {
 }
 
 }  // namespace
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

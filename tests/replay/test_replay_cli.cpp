@@ -13,11 +13,11 @@
 #include <random>
 #include <sstream>
 
-#include "tuner/replay/safetensors.h"
-#include "tuner/replay/schedule.h"
-#include "tuner/replay/trace.h"
+#include "replay/safetensors.h"
+#include "replay/schedule.h"
+#include "replay/trace.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 namespace fs = std::filesystem;
@@ -198,4 +198,4 @@ TEST_F(ReplayCli, CalibrateWritesALoadableSchedule) {
 }
 
 }  // namespace
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

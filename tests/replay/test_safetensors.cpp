@@ -7,11 +7,11 @@
 #include <string>
 
 #include "kernels/error.h"
+#include "replay/safetensors.h"
+#include "replay/sha256.h"
 #include "replay_fixtures.h"
-#include "tuner/replay/safetensors.h"
-#include "tuner/replay/sha256.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 std::vector<std::byte> bytes_of(const std::string& s) {
@@ -228,4 +228,4 @@ TEST(Safetensors, OpenNamesMissingFileAndDirectory) {
 }
 
 }  // namespace
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -7,10 +7,10 @@
 
 #include "kernels/error.h"
 #include "kernels/reference.h"
+#include "replay/schedule.h"
 #include "replay_fixtures.h"
-#include "tuner/replay/schedule.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 std::string temp_path(const std::string& name) {
@@ -149,4 +149,4 @@ TEST(LayerSchedule, DecoderRunsEachLayerWithItsSettings_Code1k_512Steps) {
 }
 
 }  // namespace
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

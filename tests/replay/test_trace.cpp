@@ -6,10 +6,10 @@
 #include <random>
 
 #include "kernels/error.h"
+#include "replay/trace.h"
 #include "replay_fixtures.h"
-#include "tuner/replay/trace.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 struct Spec {
@@ -212,4 +212,4 @@ TEST(Trace, ShippedThetaFromMetadata) {
 }
 
 }  // namespace
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

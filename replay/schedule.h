@@ -29,7 +29,7 @@
 
 #include "kernels/problem.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 struct ScheduleTrace {
   std::string name, sha256;
@@ -66,4 +66,4 @@ std::string layer_schedule_yaml(const LayerSchedule& s, const std::string& heade
 void save_layer_schedule(const std::string& path, const LayerSchedule& s,
                          const std::string& header_comment = "");
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -1,5 +1,5 @@
 // Trace replay: sessions driven over a trace's positions, errors against exact attention.
-#include "tuner/replay/replay.h"
+#include "replay/replay.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,17 +12,7 @@
 #include "kernels/reference.h"
 #include "kernels/rope.h"
 
-namespace mactune::tuner {
-
-std::string_view replay_engine_name(ReplayEngine e) {
-  return e == ReplayEngine::cpu ? "cpu" : "ref";
-}
-
-ReplayEngine parse_replay_engine(std::string_view s) {
-  if (s == "cpu") return ReplayEngine::cpu;
-  if (s == "ref") return ReplayEngine::ref;
-  input_error("unknown engine '", s, "' (expected cpu or ref)");
-}
+namespace mactune::replay {
 
 ReplayEngine default_replay_engine() {
   return ReplayEngine::cpu;
@@ -37,15 +27,15 @@ MacParams ReplaySettings::replay_defaults() {
 std::string ReplaySettings::key() const {
   std::ostringstream s;
   s << "K=" << mac.ring_capacity << " r=" << mac.band << " tau=" << mac.tau
-    << " pick=" << pick_rule_name(mac.pick) << " min_context=" << mac.min_context
-    << " summary=" << dtype_name(mac.summary_dtype) << " rectify=" << rectify_name(mac.rectify)
+    << " pick=" << name_of(mac.pick) << " min_context=" << mac.min_context
+    << " summary=" << dtype_name(mac.summary_dtype) << " rectify=" << name_of(mac.rectify)
     << " eps=" << mac.accept_eps << " kv=" << dtype_name(kv_dtype);
   if (baseline) s << " baseline";
   return s.str();
 }
 
 std::string ReplaySettings::engine_label() const {
-  return std::string(replay_engine_name(engine)) + (baseline ? ":full" : "");
+  return std::string(name_of(engine)) + (baseline ? ":full" : "");
 }
 
 // ---- Error statistics.
@@ -314,4 +304,4 @@ std::vector<ReplayPoint> replay_trace(const DecodeTrace& trace, const std::vecto
   return points;
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "kernels/problem.h"
-#include "tuner/replay/safetensors.h"
+#include "replay/safetensors.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 // One layer's query stream, widened to float. Row t is decode position t.
 struct TraceLayer {
@@ -70,4 +70,4 @@ class DecodeTrace {
 // "layer2.q_pre" etc.
 std::string trace_tensor_name(int layer, const char* what);
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

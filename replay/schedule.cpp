@@ -1,5 +1,5 @@
 // Per-layer schedules: YAML in, YAML out. See schedule.h for the format.
-#include "tuner/replay/schedule.h"
+#include "replay/schedule.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -11,7 +11,7 @@
 
 #include "kernels/error.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 const MacParams& LayerSchedule::for_layer(int layer) const {
   if (const auto it = layers.find(layer); it != layers.end()) return it->second;
@@ -91,9 +91,9 @@ struct Reader {
       else if (k == "subtract_guard")
         base.subtract_guard = get<double>(v, k, "a number");
       else if (k == "pick")
-        base.pick = parse(v, k, [](const std::string& s) { return parse_pick_rule(s); });
+        base.pick = parse(v, k, [](const std::string& s) { return parse_enum<PickRule>(s); });
       else if (k == "rectify")
-        base.rectify = parse(v, k, [](const std::string& s) { return parse_rectify(s); });
+        base.rectify = parse(v, k, [](const std::string& s) { return parse_enum<Rectify>(s); });
       else if (k == "summary_dtype")
         base.summary_dtype = parse(v, k, [](const std::string& s) { return parse_dtype(s); });
       else
@@ -206,10 +206,10 @@ void write_mac(std::ostream& o, const MacParams& p, const char* indent) {
   o << indent << "K: " << p.ring_capacity << "\n"
     << indent << "r: " << p.band << "\n"
     << indent << "tau: " << num(p.tau) << "\n"
-    << indent << "pick: " << pick_rule_name(p.pick) << "\n"
+    << indent << "pick: " << name_of(p.pick) << "\n"
     << indent << "min_context: " << p.min_context << "\n"
     << indent << "summary_dtype: " << dtype_name(p.summary_dtype) << "\n"
-    << indent << "rectify: " << rectify_name(p.rectify) << "\n"
+    << indent << "rectify: " << name_of(p.rectify) << "\n"
     << indent << "accept_eps: " << num(p.accept_eps) << "\n";
   if (p.rectify == Rectify::subtract)
     o << indent << "subtract_guard: " << num(p.subtract_guard) << "\n";
@@ -261,4 +261,4 @@ void save_layer_schedule(const std::string& path, const LayerSchedule& s,
   if (ec) input_error(path, ": cannot move ", tmp, " into place: ", ec.message());
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -1,5 +1,5 @@
 // The validating safetensors reader: see safetensors.h for what is checked and why.
-#include "tuner/replay/safetensors.h"
+#include "replay/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "kernels/error.h"
-#include "tuner/replay/sha256.h"
+#include "replay/sha256.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; this reader copies it as is");
@@ -335,4 +335,4 @@ std::vector<std::byte> write_safetensors(const std::vector<TensorToWrite>& tenso
   return out;
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 class Sha256 {
  public:
@@ -29,4 +29,4 @@ std::string sha256_hex(std::span<const std::byte> bytes);
 // Streams the file; throws InputError naming it when it cannot be read.
 std::string sha256_file(const std::string& path);
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

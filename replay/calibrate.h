@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "tuner/replay/replay.h"
-#include "tuner/replay/schedule.h"
+#include "replay/replay.h"
+#include "replay/schedule.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 // Taus swept when none are given: coarse where hits are plentiful, fine near 1 where small
 // budgets land.
@@ -79,4 +79,4 @@ std::string calibration_json(const std::vector<LayerCalibration>& result,
                              const CalibrationOptions& opt,
                              const std::vector<const DecodeTrace*>& traces);
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

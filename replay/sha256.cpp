@@ -1,6 +1,6 @@
 // SHA-256 after FIPS 180-4 section 6.2, written for clarity; a few hundred MB/s is plenty for
 // hashing traces once per run.
-#include "tuner/replay/sha256.h"
+#include "replay/sha256.h"
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 
 #include "kernels/error.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 constexpr std::uint32_t kRound[64] = {
@@ -118,4 +118,4 @@ std::string sha256_file(const std::string& path) {
   return Sha256::hex(h.finish());
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

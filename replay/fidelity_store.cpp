@@ -1,9 +1,9 @@
 // Replay results into the database's fidelity table.
-#include "tuner/replay/fidelity_store.h"
+#include "replay/fidelity_store.h"
 
 #include "mactune/build_info.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 db::ErrorStats row_errors(const ErrorStats& e) {
@@ -45,4 +45,4 @@ void FidelityRecorder::record(const DecodeTrace& trace, const ReplayPoint& point
   ++recorded_;
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -1,5 +1,5 @@
 // Decode-trace layout checks and loading: see trace.h.
-#include "tuner/replay/trace.h"
+#include "replay/trace.h"
 
 #include <charconv>
 #include <cmath>
@@ -9,7 +9,7 @@
 
 #include "kernels/error.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 namespace {
 
 constexpr const char* kParts[] = {"q_pre", "k_pre", "v", "o_ref"};
@@ -205,4 +205,4 @@ Problem DecodeTrace::problem(int layer, DType kv_dtype) const {
   return p;
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

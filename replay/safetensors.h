@@ -22,7 +22,7 @@
 
 #include "kernels/dtype.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 // Largest header accepted (the reference implementation's limit): a bigger length field is a
 // corrupt or hostile file, not a big trace.
@@ -88,4 +88,4 @@ struct TensorToWrite {
 std::vector<std::byte> write_safetensors(const std::vector<TensorToWrite>& tensors,
                                          const std::map<std::string, std::string>& metadata);
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

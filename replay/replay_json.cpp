@@ -2,10 +2,10 @@
 // `mactune calibrate --json` write (and mactune.replay / mactune.calibrate return in Python).
 #include <nlohmann/json.hpp>
 
-#include "tuner/replay/calibrate.h"
-#include "tuner/replay/replay.h"
+#include "replay/calibrate.h"
+#include "replay/replay.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 using nlohmann::ordered_json;
 
@@ -30,10 +30,10 @@ ordered_json point_json(const ReplaySettings& settings, const Fidelity& f, doubl
   e["K"] = mac.ring_capacity;
   e["r"] = mac.band;
   e["tau"] = mac.tau;
-  e["pick"] = pick_rule_name(mac.pick);
+  e["pick"] = name_of(mac.pick);
   e["min_context"] = mac.min_context;
   e["summary_dtype"] = dtype_name(mac.summary_dtype);
-  e["rectify"] = rectify_name(mac.rectify);
+  e["rectify"] = name_of(mac.rectify);
   e["accept_eps"] = mac.accept_eps;
   e["kv_dtype"] = dtype_name(settings.kv_dtype);
   e["steps"] = f.steps;
@@ -89,10 +89,10 @@ std::string calibration_json(const std::vector<LayerCalibration>& result,
     l["chosen"] = {{"K", chosen.ring_capacity},
                    {"r", chosen.band},
                    {"tau", chosen.tau},
-                   {"pick", pick_rule_name(chosen.pick)},
+                   {"pick", name_of(chosen.pick)},
                    {"min_context", chosen.min_context},
                    {"summary_dtype", dtype_name(chosen.summary_dtype)},
-                   {"rectify", rectify_name(chosen.rectify)},
+                   {"rectify", name_of(chosen.rectify)},
                    {"accept_eps", chosen.accept_eps}};
     ordered_json points = ordered_json::array();
     for (const CalibrationPoint& p : lc.points) {
@@ -109,4 +109,4 @@ std::string calibration_json(const std::vector<LayerCalibration>& result,
   return doc.dump(2) + "\n";
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -1,5 +1,5 @@
 // Per-layer calibration: see calibrate.h.
-#include "tuner/replay/calibrate.h"
+#include "replay/calibrate.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "kernels/error.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 std::vector<double> default_calibration_taus() {
   return {0.3, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98};
@@ -150,7 +150,7 @@ LayerSchedule calibration_schedule(const std::vector<LayerCalibration>& result,
   ScheduleProvenance p;
   p.metric = std::string(opt.against_ref ? "vs_ref_" : "") + opt.metric;
   p.max_err = opt.max_err;
-  p.engine = replay_engine_name(opt.base.engine);
+  p.engine = name_of(opt.base.engine);
   p.kv_dtype = dtype_name(opt.base.kv_dtype);
   for (const DecodeTrace* t : traces) p.traces.push_back({t->name(), t->sha256()});
   s.provenance = p;
@@ -175,4 +175,4 @@ LayerSchedule calibration_schedule(const std::vector<LayerCalibration>& result,
   return s;
 }
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

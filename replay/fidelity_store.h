@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "db/store.h"
-#include "tuner/replay/replay.h"
+#include "replay/replay.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 // The row of one replayed point (trace identity by SHA-256 of the file).
 db::FidelityResult fidelity_row(const DecodeTrace& trace, const ReplayPoint& point,
@@ -28,4 +28,4 @@ class FidelityRecorder {
   int recorded_ = 0;
 };
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay

@@ -21,13 +21,19 @@
 #include <vector>
 
 #include "kernels/problem.h"
-#include "tuner/replay/trace.h"
+#include "replay/trace.h"
 
-namespace mactune::tuner {
+namespace mactune::replay {
 
 enum class ReplayEngine { cpu, ref };
-std::string_view replay_engine_name(ReplayEngine e);
-ReplayEngine parse_replay_engine(std::string_view s);
+}  // namespace mactune::replay
+template <>
+struct mactune::EnumNames<mactune::replay::ReplayEngine> {
+  using S = replay::ReplayEngine;
+  static constexpr std::string_view what = "engine";
+  static constexpr EnumName<S> names[] = {{S::cpu, "cpu"}, {S::ref, "ref"}};
+};
+namespace mactune::replay {
 // The engine replays use unless told otherwise: the CPU engine.
 ReplayEngine default_replay_engine();
 
@@ -125,4 +131,4 @@ std::vector<ReplayPoint> replay_trace(const DecodeTrace& trace, const std::vecto
 // rel_err_vs_ref {...}, ...}]}, pretty-printed.
 std::string replay_json(const DecodeTrace& trace, const std::vector<ReplayPoint>& points);
 
-}  // namespace mactune::tuner
+}  // namespace mactune::replay
