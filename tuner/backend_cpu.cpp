@@ -14,7 +14,6 @@
 #include "kernels/device.h"
 #include "kernels/error.h"
 #include "tuner/measure.h"
-#include "tuner/step_inputs.h"
 
 namespace mactune::tuner {
 namespace {
@@ -57,10 +56,7 @@ cpu::SessionOptions session_options(const TunePoint& p, bool mac) {
   o.mac = p.mac;
   o.mac_enabled = mac;
   if (mac) o.forced = p.forced;
-  o.engine.chunk_tokens = p.launch_int("chunk_tokens", o.engine.chunk_tokens);
-  o.engine.block_rows = p.launch_int("block_rows", o.engine.block_rows);
-  o.engine.threads = p.launch_int("threads", o.engine.threads);
-  o.engine.isa = p.isa;
+  o.engine = p.cpu;
   o.max_context = p.context + 1;  // the step appends at m = context
   return o;
 }
@@ -79,7 +75,8 @@ double session_bytes(const TunePoint& p, bool mac) {
 class CpuCase final : public Case {
  public:
   CpuCase(const TunePoint& p, bool mac, std::uint64_t seed)
-      : session_(session_options(p, mac)), in_(prepare_step(session_, p, seed)) {}
+      : session_(session_options(p, mac)),
+        in_(prefilled_step(session_, p.shape.batch, p.context, seed)) {}
 
   std::string instance() const override { return session_.instance_name(); }
   void run() override {
@@ -119,12 +116,12 @@ class CpuBackend final : public Backend {
     MACTUNE_REQUIRE(name == "auto" || name == "steady_clock", "timer '", name,
                     "' needs the cuda backend (the CPU backend times with steady_clock)");
   }
-  std::vector<InstanceInfo> instances() const override { return cpu::instances(); }
+  std::vector<InstanceDesc> instances() const override { return cpu::instances(); }
 
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
-    std::string isa = p.isa;
+    std::string isa = p.cpu.isa;
     try {
-      isa = resolved_isa(p.isa);
+      isa = resolved_isa(p.cpu.isa);
     } catch (const InputError&) {
       // Not runnable here: the names still identify the (failed) point.
     }

@@ -4,7 +4,6 @@
 // when the driver's library is there (loaded at run time: no link dependency).
 // Compiled into every build; without the CUDA kernels it only explains why there is no GPU.
 #include "tuner/measure.h"
-#include "tuner/step_inputs.h"
 
 #if MACTUNE_TUNER_CUDA
 #include <cuda_runtime_api.h>
@@ -28,13 +27,14 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
   return nullptr;
 }
 
-std::vector<InstanceInfo> cuda_build_instances() {
+std::vector<InstanceDesc> cuda_build_instances() {
   return {};
 }
 
 // Nothing to resolve "auto" against: the names as the spec gives them.
 std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p) {
-  return {p.attend, p.full};
+  return {p.cuda.attend.empty() ? "auto" : p.cuda.attend,
+          p.cuda.full.empty() ? "auto" : p.cuda.full};
 }
 
 #else
@@ -92,30 +92,13 @@ class Nvml {
   int (*reasons_)(void*, unsigned long long*) = nullptr;
 };
 
-// CUDA axes of a point -> the session's engine config.
-cuda::EngineConfig engine_of(const TunePoint& p) {
-  cuda::EngineConfig e;
-  e.attend = p.attend == "auto" ? "" : p.attend;
-  e.full = p.full == "auto" ? "" : p.full;
-  for (const auto& [k, v] : p.launch) {
-    const std::string name = v == "auto" ? "" : v;
-    if (k == "match") e.match = name;
-    if (k == "merge") e.merge = name;
-    if (k == "min_chunk") e.min_chunk = std::stoi(v);
-    if (k == "ctas_per_sm") e.ctas_per_sm = std::stoi(v);
-    if (k == "match_candidates") e.match_candidates = std::stoi(v);
-    if (k == "graph") e.graph = v == "true";
-  }
-  return e;
-}
-
 cuda::SessionOptions options_of(const TunePoint& p, bool mac) {
   cuda::SessionOptions o;
   o.shape = p.shape;
   o.mac = p.mac;
   o.mac_enabled = mac;
   if (mac) o.forced = p.forced;
-  o.engine = engine_of(p);
+  o.engine = p.cuda;
   o.max_context = p.context + 1;
   return o;
 }
@@ -147,7 +130,9 @@ class CuptiTimer final : public Timer {
 class CudaCase final : public Case {
  public:
   CudaCase(const TunePoint& p, bool mac, std::uint64_t seed, Timer* cupti)
-      : session_(options_of(p, mac)), cupti_(cupti), in_(prepare_step(session_, p, seed)) {}
+      : session_(options_of(p, mac)),
+        cupti_(cupti),
+        in_(prefilled_step(session_, p.shape.batch, p.context, seed)) {}
   std::string instance() const override { return session_.instance_name(); }
   void run() override { stats_ = session_.step(in_.ids, in_.q, in_.k, in_.v, false).stats; }
   // Device time of the step's kernels between two events on the session's stream, or the
@@ -189,17 +174,17 @@ class CudaBackend final : public Backend {
     cupti_.reset();
     if (name == "cupti") cupti_ = std::make_unique<CuptiTimer>();
   }
-  std::vector<InstanceInfo> instances() const override { return cuda::instances(); }
+  std::vector<InstanceDesc> instances() const override { return cuda::instances(); }
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
     return cuda_instance_names(p);
   }
   std::string can_run(const TunePoint& p) const override {
-    const cuda::EngineConfig e = engine_of(p);
+    const cuda::EngineConfig e = p.cuda;
     try {
-      cuda::select_attend(p.shape, e.attend);
-      cuda::select_full(p.shape, e.full);
-      cuda::select_match(p.shape, e.match);
-      cuda::select_merge(p.shape, e.merge);
+      cuda::select_instance(cuda::attend_instances(), p.shape, e.attend);
+      cuda::select_instance(cuda::full_instances(), p.shape, e.full);
+      cuda::select_instance(cuda::match_instances(), p.shape, e.match);
+      cuda::select_instance(cuda::merge_instances(), p.shape, e.merge);
     } catch (const InputError& err) {
       return err.what();
     }
@@ -241,21 +226,21 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::vector<InstanceInfo> cuda_build_instances() {
+std::vector<InstanceDesc> cuda_build_instances() {
   return cuda::instances();
 }
 
 // The registry's choice for "auto" depends on the shape alone, not on the GPU: the same names
 // on a login node as on the node that measures.
 std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p) {
-  const cuda::EngineConfig e = engine_of(p);
+  const cuda::EngineConfig& e = p.cuda;
   std::string mac = e.attend.empty() ? "auto" : e.attend, full = e.full.empty() ? "auto" : e.full;
   try {
-    mac = cuda::select_attend(p.shape, e.attend).name;
+    mac = cuda::select_instance(cuda::attend_instances(), p.shape, e.attend).name;
   } catch (const InputError&) {
   }
   try {
-    full = cuda::select_full(p.shape, e.full).name;
+    full = cuda::select_instance(cuda::full_instances(), p.shape, e.full).name;
   } catch (const InputError&) {
   }
   return {mac, full};

@@ -10,47 +10,38 @@
 
 namespace mactune::tuner {
 
-std::string Choice::id() const {
-  return instance + "|" + params + "|" + mac_settings;
-}
-
-std::string_view verdict_name(Verdict v) {
-  switch (v) {
-    case Verdict::faster:
-      return "faster";
-    case Verdict::slower:
-      return "slower";
-    case Verdict::tie:
-      return "tie";
-  }
-  return "?";
+std::string Config::id() const {
+  return instance + "|" + launch_text(launch) + "|" + (mac ? fields_text(*mac) : "");
 }
 
 namespace {
 
 // Simplicity order, the last word among tied configs: smaller ring first (less memory), then
 // launch parameters in grid order with 0 ("auto", the default) first and then smaller values
-// (fewer threads, smaller tiles), then names, so the order is total and deterministic.
+// (fewer threads, smaller tiles), then the instance name and the other MAC settings in table
+// order, so the order is total and deterministic.
 struct Simplicity {
+  using Key = std::vector<std::pair<double, std::string>>;  // numbers, or names (0 beside them)
   int K = 0, r = 0;
-  std::vector<std::pair<double, std::string>> params;
-  std::string text;
+  Key launch;
+  std::string instance;
+  Key settings;
 
-  static Simplicity of(const Choice& c) {
+  static std::pair<double, std::string> key_of(const Scalar& v, bool zero_first) {
+    const std::optional<double> x = number_of(v);
+    if (!x) return {0.0, scalar_text(v)};
+    return {zero_first && *x == 0 ? -1.0 : *x, ""};
+  }
+  static Simplicity of(const Config& c) {
     Simplicity s;
-    s.K = c.K;
-    s.r = c.r;
-    std::istringstream in(c.params);
-    std::string kv;
-    while (std::getline(in, kv, ',')) {
-      const auto eq = kv.find('=');
-      const std::string v = eq == std::string::npos ? kv : kv.substr(eq + 1);
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      const bool numeric = end && *end == '\0' && !v.empty();
-      s.params.emplace_back(numeric ? (x == 0 ? -1.0 : x) : 0.0, numeric ? "" : v);
+    for (const auto& [name, v] : c.launch) s.launch.push_back(key_of(v, true));
+    s.instance = c.instance;
+    if (c.mac) {
+      s.K = c.mac->ring_capacity;
+      s.r = c.mac->band;
+      for (const Field<MacParams>& f : fields_of<MacParams>())
+        s.settings.push_back(key_of(f.get(*c.mac), false));
     }
-    s.text = c.instance + "|" + c.mac_settings;
     return s;
   }
   auto operator<=>(const Simplicity&) const = default;
@@ -63,11 +54,11 @@ double median_of(std::vector<double> v) {
 
 // Picks among scored candidates: the tie set is every config whose tie_score is within the
 // tolerance of the lowest; in it the incumbent wins, then the simplest config.
-Choice choose(std::vector<Choice> cands, double tol, const std::string& incumbent) {
+Choice choose(std::vector<Choice> cands, double tol, const std::optional<Config>& incumbent) {
   if (cands.empty()) return {};
   std::sort(cands.begin(), cands.end(), [](const Choice& a, const Choice& b) {
     if (a.score != b.score) return a.score < b.score;
-    return Simplicity::of(a) < Simplicity::of(b);
+    return Simplicity::of(a.config) < Simplicity::of(b.config);
   });
   double best = cands.front().tie_score;
   for (const Choice& c : cands) best = std::min(best, c.tie_score);
@@ -78,21 +69,21 @@ Choice choose(std::vector<Choice> cands, double tol, const std::string& incumben
   chosen.reason = cands.size() == 1 ? "only" : "fastest";
   if (tied.size() > 1) {
     const auto inc = std::find_if(tied.begin(), tied.end(),
-                                  [&](const Choice& c) { return c.id() == incumbent; });
+                                  [&](const Choice& c) { return c.config == incumbent; });
     if (inc != tied.end()) {
       if (inc != tied.begin()) chosen = *inc, chosen.reason = "incumbent";
     } else {
       const auto simplest = std::min_element(tied.begin(), tied.end(), [](auto& a, auto& b) {
-        return Simplicity::of(a) < Simplicity::of(b);
+        return Simplicity::of(a.config) < Simplicity::of(b.config);
       });
       if (simplest != tied.begin()) chosen = *simplest, chosen.reason = "simpler";
     }
   }
-  chosen.ties = {chosen.id()};
+  chosen.ties = {chosen.config};
   chosen.tie_scores = {chosen.score};
   for (const Choice& c : tied)
-    if (c.id() != chosen.id()) {
-      chosen.ties.push_back(c.id());
+    if (c.config != chosen.config) {
+      chosen.ties.push_back(c.config);
       chosen.tie_scores.push_back(c.score);
     }
   chosen.margin = 0;
@@ -105,8 +96,8 @@ Choice choose(std::vector<Choice> cands, double tol, const std::string& incumben
 }
 
 // Whether interval a lies clearly above interval b (a is slower beyond the noise).
-bool clearly_above(const Summary& a, const Summary& b) {
-  return a.q1 > b.q3;
+bool clearly_above(const TimeStats& a, const TimeStats& b) {
+  return a.q1_s > b.q3_s;
 }
 
 }  // namespace
@@ -137,9 +128,10 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     BucketDecision d;
     d.bucket = bucket;
     const std::string bk = bucket.key();
-    auto incumbent = [&](const char* fam) {
+    auto incumbent = [&](const char* fam) -> std::optional<Config> {
       const auto it = opt.incumbents.find(bk + "/" + fam);
-      return it == opt.incumbents.end() ? std::string() : it->second;
+      if (it == opt.incumbents.end()) return std::nullopt;
+      return it->second;
     };
 
     // Full baseline: every pair measured it; a config's median, q1 and q3 are the medians of
@@ -151,40 +143,39 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     std::map<std::string, Agg> full;
     for (const PairRow* r : list) {
       Choice c;
-      c.instance = r->full_instance;
-      c.params = r->params;
-      Agg& a = full[c.id()];
+      c.config = {r->full_instance, r->launch, std::nullopt};
+      Agg& a = full[c.config.id()];
       a.c = c;
-      a.med.push_back(r->full.median);
-      a.q1.push_back(r->full.q1);
-      a.q3.push_back(r->full.q3);
+      a.med.push_back(r->full.median_s);
+      a.q1.push_back(r->full.q1_s);
+      a.q3.push_back(r->full.q3_s);
     }
-    std::vector<std::pair<Choice, Summary>> full_sum;
+    std::vector<std::pair<Choice, TimeStats>> full_sum;
     for (auto& [id, a] : full) {
-      Summary s;
-      s.median = median_of(a.med);
-      s.q1 = median_of(a.q1);
-      s.q3 = median_of(a.q3);
-      a.c.score = a.c.tie_score = s.median;
+      TimeStats s;
+      s.median_s = median_of(a.med);
+      s.q1_s = median_of(a.q1);
+      s.q3_s = median_of(a.q3);
+      a.c.score = a.c.tie_score = s.median_s;
       full_sum.emplace_back(a.c, s);
     }
     const auto fastest_full =
         std::min_element(full_sum.begin(), full_sum.end(),
-                         [](auto& a, auto& b) { return a.second.median < b.second.median; });
+                         [](auto& a, auto& b) { return a.second.median_s < b.second.median_s; });
     std::vector<Choice> full_cands;
     for (auto& [c, s] : full_sum) {
       if (opt.ties == TieRule::overlap && !clearly_above(s, fastest_full->second))
-        c.tie_score = fastest_full->second.median;
+        c.tie_score = fastest_full->second.median_s;
       full_cands.push_back(c);
     }
     d.full = choose(full_cands, opt.tie_tolerance, incumbent("full"));
 
     // MAC: each config scored by the geometric mean, over the conditions it was measured at
     // (hit rate x variant), of its time over the best time at that condition.
-    std::map<std::pair<double, std::string>, const Summary*> best_at;
+    std::map<std::pair<double, std::string>, const TimeStats*> best_at;
     for (const PairRow* r : list) {
       auto [it, fresh] = best_at.try_emplace({r->hit_rate, r->variant}, &r->mac);
-      if (!fresh && r->mac.median < it->second->median) it->second = &r->mac;
+      if (!fresh && r->mac.median_s < it->second->median_s) it->second = &r->mac;
     }
     struct Logs {
       Choice c;
@@ -194,15 +185,11 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     std::map<std::string, Logs> mac;
     for (const PairRow* r : list) {
       Choice c;
-      c.instance = r->mac_instance;
-      c.params = r->params;
-      c.mac_settings = r->mac_settings;
-      c.K = r->K;
-      c.r = r->r;
-      Logs& l = mac[c.id()];
+      c.config = {r->mac_instance, r->launch, r->mac_settings};
+      Logs& l = mac[c.config.id()];
       l.c = c;
-      const Summary& best = *best_at[{r->hit_rate, r->variant}];
-      const double x = best.median > 0 ? std::log(r->mac.median / best.median) : 0.0;
+      const TimeStats& best = *best_at[{r->hit_rate, r->variant}];
+      const double x = best.median_s > 0 ? std::log(r->mac.median_s / best.median_s) : 0.0;
       l.raw += x;
       l.tie += opt.ties == TieRule::overlap && !clearly_above(r->mac, best) ? 0.0 : x;
       ++l.n;
@@ -218,15 +205,14 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     // Break-even of the chosen MAC config against its in-run baselines, per variant.
     std::map<std::string, std::map<double, CurvePoint>> curves;
     for (const PairRow* r : list) {
-      if (r->mac_instance != d.mac.instance || r->params != d.mac.params ||
-          r->mac_settings != d.mac.mac_settings)
-        continue;
+      const Config here{r->mac_instance, r->launch, r->mac_settings};
+      if (here != d.mac.config) continue;
       CurvePoint p;
       p.hit_rate = r->hit_rate;
-      p.speedup = r->mac.median > 0 ? r->full.median / r->mac.median : 0.0;
-      p.verdict = r->mac.q3 < r->full.q1   ? Verdict::faster
-                  : r->mac.q1 > r->full.q3 ? Verdict::slower
-                                           : Verdict::tie;
+      p.speedup = r->mac.median_s > 0 ? r->full.median_s / r->mac.median_s : 0.0;
+      p.verdict = r->mac.q3_s < r->full.q1_s   ? Verdict::faster
+                  : r->mac.q1_s > r->full.q3_s ? Verdict::slower
+                                               : Verdict::tie;
       curves[r->variant].try_emplace(p.hit_rate, p);
     }
     int worst = -1;  // 0 ok, 1 ambiguous, 2 never

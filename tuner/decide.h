@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/problem.h"
+#include "kernels/time_stats.h"
 #include "tuner/grid.h"
 #include "tuner/stats.h"
 
@@ -29,30 +31,45 @@ struct PairRow {
   double hit_rate = 0;
   std::string variant;  // the rest of the workload: "lag=uniform(1,64),coherence=per-head"
   std::string mac_instance, full_instance;
-  std::string params;        // launch parameters, shared by both sides
-  std::string mac_settings;  // mac_text(): K, r, tau, summary dtype, pick, ...
-  int K = 0, r = 0;
-  Summary mac, full;  // seconds per step
+  Launch launch;  // launch parameters, shared by both sides
+  MacParams mac_settings;
+  TimeStats mac, full;  // seconds per step
+};
+
+// A configuration of one side: its instance, launch parameters and (MAC) settings, typed.
+struct Config {
+  std::string instance;
+  Launch launch;
+  std::optional<MacParams> mac;  // none for the full baseline
+
+  // instance|launch text|MAC settings text: the identity decisions compare configs by.
+  std::string id() const;
+  bool operator==(const Config&) const = default;
 };
 
 // A configuration chosen for a bucket, with the candidates it was preferred over.
 struct Choice {
-  std::string instance;
-  std::string params;
-  std::string mac_settings;  // "" for the full baseline
-  int K = 0, r = 0;
+  Config config;
   double score = 0;      // full: median seconds; mac: geometric mean over conditions of t / t_best
   double tie_score = 0;  // the score with differences inside the intervals counted as none
   double margin = 0;     // first config outside the tie set: its score / this score - 1; 0 if none
-  std::vector<std::string> ties;   // config ids within the tie tolerance, the chosen one first
+  std::vector<Config> ties;        // configs within the tie tolerance, the chosen one first
   std::vector<double> tie_scores;  // their scores (as `score`), in the same order
   std::string reason;              // "fastest", "incumbent", "simpler", "only"
 
-  std::string id() const;  // instance|params|mac_settings
+  bool empty() const { return config.instance.empty(); }
 };
 
 enum class Verdict { faster, slower, tie };
-std::string_view verdict_name(Verdict v);
+}  // namespace mactune::tuner
+template <>
+struct mactune::EnumNames<mactune::tuner::Verdict> {
+  using S = tuner::Verdict;
+  static constexpr std::string_view what = "verdict";
+  static constexpr EnumName<S> names[] = {
+      {S::faster, "faster"}, {S::slower, "slower"}, {S::tie, "tie"}};
+};
+namespace mactune::tuner {
 
 // MAC vs full at one hit rate, for the chosen MAC config.
 struct CurvePoint {
@@ -79,8 +96,8 @@ struct BucketDecision {
 struct DecideOptions {
   double tie_tolerance = 0.01;
   TieRule ties = TieRule::overlap;
-  // Incumbent config id per (bucket key + "/full" or "/mac"): preferred within the tolerance.
-  std::map<std::string, std::string> incumbents;
+  // Incumbent config per (bucket key + "/full" or "/mac"): preferred within the tolerance.
+  std::map<std::string, Config> incumbents;
 };
 
 // Break-even from the verdicts of one config at its hit rates (any order).

@@ -1,5 +1,5 @@
 // Emit: the decisions over a database's measurements, stored back, and the dispatch table
-// (schedules/dispatch_table.h) a serving engine loads.
+// (dispatcher/table.h) a serving engine loads.
 //
 // Buckets become table entries piecewise: per shape, each measured batch value covers the
 // batches from itself up to the next measured value (the smallest one also covers everything
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "db/store.h"
-#include "schedules/dispatch_table.h"
+#include "dispatcher/table.h"
 #include "tuner/decide.h"
 #include "tuner/store_io.h"
 
@@ -34,16 +34,12 @@ Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions 
 Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt);
 
 // The dispatch table of a decision set.
-sched::DispatchTable make_table(const Decided& d, const std::string& source_database);
-
-// Launch parameters text ("threads=0,chunk_tokens=256") as table params (integers, reals,
-// booleans, strings).
-sched::Params params_of(const std::string& text);
+dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database);
 
 // Writes the table (JSON, atomically) and, when `header` is not empty, its C++ header; then
 // reads the JSON back through the schedules loader with this machine's checks when the table
 // is for this machine. Returns "" or the loader's refusal (a bug: the caller reports it).
-std::string write_dispatch(const sched::DispatchTable& table, const std::string& json_path,
+std::string write_dispatch(const dispatch::DispatchTable& table, const std::string& json_path,
                            const std::string& header_path, const DeviceFingerprint& here);
 
 }  // namespace mactune::tuner

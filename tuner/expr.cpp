@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "kernels/fields.h"
 
 namespace mactune::tuner {
 
@@ -152,7 +153,7 @@ class Parser {
       while (end < s_.size() &&
              (std::isalnum(static_cast<unsigned char>(s_[end])) || s_[end] == '.'))
         ++end;
-      const auto v = parse_number(s_.substr(pos_, end - pos_));
+      const auto v = parse_real(s_.substr(pos_, end - pos_));
       if (!v) fail("bad number '", s_.substr(pos_, end - pos_), "'");
       pos_ = end;
       auto n = std::make_shared<Expr::Node>();
@@ -255,23 +256,6 @@ std::optional<double> eval_node(const Expr::Node& n, const Expr::Lookup& lookup)
 }
 
 }  // namespace
-
-std::optional<double> parse_number(std::string_view s) {
-  if (s.empty()) return std::nullopt;
-  double mult = 1;
-  if (s.back() == 'K' || s.back() == 'k') {
-    mult = 1024;
-    s.remove_suffix(1);
-  } else if (s.back() == 'M' || s.back() == 'm') {
-    mult = 1024.0 * 1024.0;
-    s.remove_suffix(1);
-  }
-  if (s.empty()) return std::nullopt;
-  double v = 0;
-  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v * mult;
-}
 
 std::string format_number(double v) {
   std::ostringstream t;

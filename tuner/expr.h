@@ -48,8 +48,6 @@ class Expr {
   std::shared_ptr<const Node> root_;
 };
 
-// Parses a number with an optional binary suffix: "4096", "32K", "1M", "0.5". nullopt if not one.
-std::optional<double> parse_number(std::string_view s);
 // The canonical text of a number: integers without a point or exponent ("262144"), others with
 // up to 10 significant digits ("0.95").
 std::string format_number(double v);

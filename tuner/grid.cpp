@@ -2,50 +2,61 @@
 
 #include <charconv>
 #include <map>
-#include <sstream>
 
 #include "kernels/error.h"
 #include "tuner/axes.h"
 
 namespace mactune::tuner {
 
-std::string TunePoint::launch_text() const {
+namespace {
+
+// The param-role fields of an engine config, in table order (an instance left to the engine
+// travels as "auto", as every text form spells it).
+template <class Engine>
+Launch launch_of(const Engine& e) {
+  Launch out;
+  for (const Field<Engine>& f : fields_of<Engine>()) {
+    if (f.role != FieldRole::param) continue;
+    const Scalar v = f.get(e);
+    out.emplace_back(std::string(f.name), f.type == FieldType::instance ? Scalar(f.text(v)) : v);
+  }
+  return out;
+}
+
+template <class Engine>
+Launch parse_launch_as(std::string_view text) {
+  Engine e;
+  parse_fields_text(e, text);
+  return launch_of(e);
+}
+
+}  // namespace
+
+std::string launch_text(const Launch& launch) {
   std::string s;
-  for (const auto& [k, v] : launch) s += (s.empty() ? "" : ",") + k + "=" + v;
+  for (const auto& [k, v] : launch) {
+    if (!s.empty()) s += ',';
+    s.append(k).append("=").append(scalar_text(v));
+  }
   return s;
 }
 
-int TunePoint::launch_int(const std::string& name, int fallback) const {
-  for (const auto& [k, v] : launch)
-    if (k == name) return std::stoi(v);
-  return fallback;
+Launch parse_launch(std::string_view backend, std::string_view text) {
+  if (backend == "cpu") return parse_launch_as<cpu::EngineConfig>(text);
+  if (backend == "cuda") return parse_launch_as<cuda::EngineConfig>(text);
+  input_error("unknown backend '", backend, "' (expected cpu or cuda)");
 }
 
-std::string Bucket::shape_key() const {
-  std::ostringstream k;
-  k << "hd" << head_dim << "_q" << q_heads << "_kv" << kv_heads << '_' << dtype << "_p"
-    << page_size;
-  return k.str();
+Params to_params(const Launch& launch) {
+  return Params(launch.begin(), launch.end());
 }
 
-std::string Bucket::key() const {
-  return shape_key() + "_b" + std::to_string(batch) + "_c" + std::to_string(context);
+Launch TunePoint::launch() const {
+  return backend == "cuda" ? launch_of(cuda) : launch_of(cpu);
 }
 
 Bucket bucket_of(const TunePoint& p) {
-  return {p.shape.head_dim,  p.shape.q_heads,
-          p.shape.kv_heads,  std::string(dtype_name(p.shape.kv_dtype)),
-          p.shape.page_size, p.shape.batch,
-          p.context};
-}
-
-std::string mac_text(const MacParams& m) {
-  std::ostringstream t;
-  t << "K=" << m.ring_capacity << ",r=" << m.band << ",tau=" << format_number(m.tau)
-    << ",summary=" << dtype_name(m.summary_dtype) << ",pick=" << pick_rule_name(m.pick)
-    << ",rectify=" << rectify_name(m.rectify) << ",eps=" << format_number(m.accept_eps)
-    << ",min_context=" << m.min_context;
-  return t.str();
+  return Bucket::of(p.shape, p.context);
 }
 
 namespace {
@@ -76,46 +87,17 @@ std::vector<Dim> dims_of(const Spec& spec) {
   return dims;
 }
 
+// The point at one odometer position: every axis's value set through its field.
 TunePoint make_point(const Spec& spec, const std::vector<std::size_t>& idx) {
-  auto val = [&](std::string_view name) -> const Value& {
-    for (std::size_t i = 0; i < spec.axes.size(); ++i)
-      if (spec.axes[i].name == name) return spec.axes[i].values[idx[i]];
-    MACTUNE_CHECK(false, "no axis ", name);
-  };
-  auto num = [&](std::string_view name) { return static_cast<int>(val(name).num); };
   TunePoint p;
-  p.shape.batch = num("batch");
-  p.shape.q_heads = num("q_heads");
-  p.shape.kv_heads = num("kv_heads");
-  p.shape.head_dim = num("head_dim");
-  p.shape.kv_dtype = parse_dtype(val("dtype").text);
-  p.shape.page_size = num("page_size");
-  p.context = num("context");
-  p.forced.enabled = true;
-  p.forced.hit_rate = val("hit_rate").num;
-  p.forced.lag = parse_lag(val("lag").text);
-  p.forced.coherence = parse_coherence(val("coherence").text);
-  p.forced.seed = spec.seed;
-  p.mac.ring_capacity = num("K");
-  p.mac.band = num("r");
-  p.mac.tau = val("tau").num;
-  p.mac.summary_dtype = parse_dtype(val("summary_dtype").text);
-  p.mac.pick = parse_pick_rule(val("pick").text);
-  p.mac.rectify = parse_rectify(val("rectify").text);
-  p.mac.accept_eps = val("accept_eps").num;
-  p.mac.min_context = num("min_context");
+  p.backend = spec.backend;
   for (std::size_t i = 0; i < spec.axes.size(); ++i) {
-    const Axis& a = spec.axes[i];
-    if (a.section != Section::cpu && a.section != Section::cuda) continue;
-    if (a.name == "isa")
-      p.isa = a.values[idx[i]].text;
-    else if (a.name == "attend")
-      p.attend = a.values[idx[i]].text;
-    else if (a.name == "full")
-      p.full = a.values[idx[i]].text;
-    else
-      p.launch.emplace_back(a.name, a.values[idx[i]].text);
+    const AxisDef* def = find_axis_def(spec.axes[i].name);
+    MACTUNE_CHECK(def != nullptr, "no axis ", spec.axes[i].name);
+    def->field.set(p, spec.axes[i].values[idx[i]].value);
   }
+  p.forced.enabled = true;
+  p.forced.seed = spec.seed;
   return p;
 }
 

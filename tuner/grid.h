@@ -7,46 +7,42 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cuda/engine_config.h"
 #include "kernels/forced.h"
 #include "kernels/problem.h"
 #include "tuner/spec.h"
 
 namespace mactune::tuner {
 
+// Launch parameters: a backend's engine settings that travel by name (kernels/fields.h,
+// FieldRole::param), typed and in the order of the engine's field table.
+using Launch = std::vector<std::pair<std::string, Scalar>>;
+// "threads=0,chunk_tokens=256,block_rows=16": the text the database keys points by.
+std::string launch_text(const Launch& launch);
+// Reads launch_text() back through the backend's engine table ("cpu" or "cuda").
+Launch parse_launch(std::string_view backend, std::string_view text);
+Params to_params(const Launch& launch);
+
 // One point of the grid: a MAC configuration at one workload, measured against the full
-// baseline with the same launch parameters.
+// baseline with the same launch parameters. Every axis of the spec is a field of one of its
+// parts (tuner/axes.h), set through that part's field table.
 struct TunePoint {
-  std::size_t index = 0;  // position in the whole (unsharded) grid
-  Problem shape;          // shape.batch = requests in the step
-  int context = 0;        // tokens in each request's KV cache; the step is at m = context
-  ForcedHits forced;      // enabled, hit rate, lag, coherence, seed
+  std::size_t index = 0;        // position in the whole (unsharded) grid
+  std::string backend = "cpu";  // whose engine config applies: "cpu" or "cuda"
+  Problem shape;                // shape.batch = requests in the step
+  int context = 0;              // tokens in each request's KV cache; the step is at m = context
+  ForcedHits forced;            // enabled, hit rate, lag, coherence, seed
   MacParams mac;
-  // Backend launch parameters in grid order, e.g. {{"threads","0"},{"chunk_tokens","256"}}.
-  // The axes that select the instance (CPU isa; CUDA attend, full) are not among them: they
-  // are part of the instance name.
-  std::vector<std::pair<std::string, std::string>> launch;
-  std::string isa = "auto";                    // CPU
-  std::string attend = "auto", full = "auto";  // CUDA
+  cpu::EngineConfig cpu;    // kernels.cpu (backend "cpu")
+  cuda::EngineConfig cuda;  // kernels.cuda (backend "cuda")
 
-  std::string launch_text() const;  // "threads=0,chunk_tokens=256,block_rows=16"
-  int launch_int(const std::string& name, int fallback) const;
-};
-
-// The shape bucket of a point: one row of the dispatch table and of the decisions.
-struct Bucket {
-  int head_dim = 0, q_heads = 0, kv_heads = 0;
-  std::string dtype;
-  int page_size = 0;
-  int batch = 0, context = 0;
-
-  std::string shape_key() const;  // "hd128_q32_kv8_bf16_p16"
-  std::string key() const;        // "hd128_q32_kv8_bf16_p16_b4_c16384"
-  auto operator<=>(const Bucket&) const = default;
+  // The launch parameters of the point's backend: its engine's fields that are not part of
+  // the instance name, typed, in table order.
+  Launch launch() const;
+  std::string launch_text() const { return tuner::launch_text(launch()); }
 };
 Bucket bucket_of(const TunePoint& p);
-
-// Canonical text of the MAC settings ("K=512,r=256,tau=0.45,summary=f32,pick=nearest,...").
-std::string mac_text(const MacParams& m);
 
 // Expands the spec into its points. Throws InputError "FILE:LINE: KEY: ..." when a
 // constraint rejects every point on its own ("impossible"), when the constraints together

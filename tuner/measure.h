@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/device.h"
-#include "kernels/registry.h"
+#include "kernels/instance.h"
 #include "kernels/stats.h"
 #include "tuner/grid.h"
 #include "tuner/spec.h"
@@ -81,7 +81,7 @@ class Backend {
   // Selects the timer: "auto" (the backend's default) or a name; InputError when this
   // backend or build does not have it.
   virtual void use_timer(const std::string& name) = 0;
-  virtual std::vector<InstanceInfo> instances() const = 0;
+  virtual std::vector<InstanceDesc> instances() const = 0;
   // Canonical names of the {MAC, full} instances a point runs, without building anything.
   virtual std::pair<std::string, std::string> instance_names(const TunePoint& p) const = 0;
   // "" when this backend can run the point, else why not (recorded as a failed point).
@@ -101,7 +101,7 @@ class Backend {
 // Results of one side of a point.
 struct SideResult {
   std::string instance;
-  Summary time;
+  TimeStats time;
   StopReason stop = StopReason::noise;
   StepStats stats;
 };
@@ -143,7 +143,7 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why);
 // What this build knows of the CUDA backend without a GPU (a dry run or job scripts on a
 // cluster's login node): its compiled instances, and the {MAC, full} instance names a point
 // runs. Empty / the spec's names as given in a build without the CUDA kernels.
-std::vector<InstanceInfo> cuda_build_instances();
+std::vector<InstanceDesc> cuda_build_instances();
 std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p);
 // Resolves "auto" (cuda when usable, else cpu), "cpu" or "cuda" (InputError when unusable).
 std::unique_ptr<Backend> make_backend(const std::string& requested);

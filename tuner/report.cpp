@@ -39,9 +39,13 @@ std::string break_even_text(const BreakEven& be) {
   return be.hit_rate ? format_number(*be.hit_rate) : be.status;
 }
 
+std::string settings_text(const Choice& c) {
+  return c.config.mac ? fields_text(*c.config.mac) : "";
+}
+
 std::map<std::string, std::vector<BucketDecision>> by_shape(const std::vector<BucketDecision>& ds) {
   std::map<std::string, std::vector<BucketDecision>> out;
-  for (const auto& d : ds) out[d.bucket.shape_key()].push_back(d);
+  for (const auto& d : ds) out[d.bucket.shape.text()].push_back(d);
   for (auto& [shape, list] : out)  // tables read context by context
     std::stable_sort(list.begin(), list.end(),
                      [](const BucketDecision& a, const BucketDecision& b) {
@@ -68,13 +72,13 @@ const CurvePoint* at(const BucketDecision& d, double h) {
 
 svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
   svg::Chart c;
-  c.title =
-      "MAC speedup over full attention: " + (ds.empty() ? std::string() : ds[0].bucket.shape_key());
+  c.title = "MAC speedup over full attention: " +
+            (ds.empty() ? std::string() : ds[0].bucket.shape.text());
   c.x_label = "batch";
   c.y_label = "speedup (full / MAC)";
   c.x_scale = svg::Scale::log2;
   c.y_scale = svg::Scale::log10;
-  std::map<int, std::vector<const BucketDecision*>> by_context;
+  std::map<long long, std::vector<const BucketDecision*>> by_context;
   for (const auto& d : ds) by_context[d.bucket.context].push_back(&d);
   const auto hs = hit_rates(ds);
   for (const auto& [ctx, list] : by_context) {
@@ -100,7 +104,7 @@ svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
 
 svg::Chart break_even_chart(const std::vector<BucketDecision>& ds) {
   svg::Chart c;
-  c.title = "Break-even hit rate: " + (ds.empty() ? std::string() : ds[0].bucket.shape_key());
+  c.title = "Break-even hit rate: " + (ds.empty() ? std::string() : ds[0].bucket.shape.text());
   c.x_label = "context (tokens)";
   c.y_label = "break-even hit rate";
   c.x_scale = svg::Scale::log2;
@@ -163,13 +167,13 @@ std::string report_markdown(const Decided& d, const std::string& source) {
       << "| context | batch | MAC instance | launch | MAC settings | score | ties | why | full "
          "instance | launch | full median |\n|---:|---:|---|---|---|---:|---:|---|---|---|---:|\n";
     for (const auto& b : ds)
-      o << "| " << b.bucket.context << " | " << b.bucket.batch << " | " << b.mac.instance << " | "
-        << b.mac.params << " | " << b.mac.mac_settings << " | " << std::fixed
-        << std::setprecision(3) << b.mac.score << " | " << b.mac.ties.size() << " | "
-        << b.mac.reason << " | " << b.full.instance << " | " << b.full.params << " | "
-        << b.full.score * 1e3 << " ms |\n";
+      o << "| " << b.bucket.context << " | " << b.bucket.batch << " | " << b.mac.config.instance
+        << " | " << launch_text(b.mac.config.launch) << " | " << settings_text(b.mac) << " | "
+        << std::fixed << std::setprecision(3) << b.mac.score << " | " << b.mac.ties.size() << " | "
+        << b.mac.reason << " | " << b.full.config.instance << " | "
+        << launch_text(b.full.config.launch) << " | " << b.full.score * 1e3 << " ms |\n";
     // The smallest context at which MAC wins, per batch and hit rate.
-    std::map<int, std::map<double, int>> min_ctx;
+    std::map<int, std::map<double, long long>> min_ctx;
     for (const auto& b : ds)
       for (const auto& p : b.break_even.curve)
         if (p.verdict == Verdict::faster) {
@@ -222,8 +226,10 @@ std::string summary_table(const std::vector<BucketDecision>& ds) {
   o << "| bucket | MAC config | full config | speedup by hit rate | break-even |\n"
     << "|---|---|---|---|---|\n";
   for (const auto& d : ds) {
-    o << "| " << d.bucket.key() << " | " << d.mac.params << " K=" << d.mac.K << " r=" << d.mac.r
-      << " | " << d.full.params << " |";
+    o << "| " << d.bucket.key() << " | " << launch_text(d.mac.config.launch);
+    if (d.mac.config.mac)
+      o << " K=" << d.mac.config.mac->ring_capacity << " r=" << d.mac.config.mac->band;
+    o << " | " << launch_text(d.full.config.launch) << " |";
     for (const auto& p : d.break_even.curve)
       o << ' ' << format_number(p.hit_rate) << ':' << x2(p.speedup) << mark(p.verdict);
     o << " | " << break_even_text(d.break_even) << " |\n";

@@ -15,34 +15,6 @@
 
 namespace mactune::tuner {
 
-std::string_view section_name(Section s) {
-  switch (s) {
-    case Section::workload:
-      return "workload";
-    case Section::mac:
-      return "mac";
-    case Section::cpu:
-      return "kernels.cpu";
-    case Section::cuda:
-      return "kernels.cuda";
-  }
-  return "?";
-}
-
-std::string_view tie_rule_name(TieRule r) {
-  return r == TieRule::overlap ? "overlap" : "tolerance";
-}
-
-TieRule parse_tie_rule(std::string_view s) {
-  if (s == "overlap") return TieRule::overlap;
-  if (s == "tolerance") return TieRule::tolerance;
-  input_error("unknown tie rule '", s, "' (expected overlap or tolerance)");
-}
-
-std::string_view cache_mode_name(CacheMode m) {
-  return m == CacheMode::cold ? "cold" : "hot";
-}
-
 const Axis* Spec::find_axis(std::string_view axis_name) const {
   for (const Axis& a : axes)
     if (a.name == axis_name) return &a;
@@ -123,7 +95,7 @@ struct Reader {
   }
   double number(const YAML::Node& n, std::string_view key) const {
     const std::string s = scalar(n, key);
-    const auto v = parse_number(s);
+    const auto v = parse_real(s);
     if (!v) fail(n, key, "expected a number, got '", s, "'");
     return *v;
   }
@@ -133,6 +105,15 @@ struct Reader {
       fail(n, key, "expected an integer, got '", n.Scalar(), "'");
     return static_cast<long long>(v);
   }
+  template <NamedEnum E>
+  E choice(const YAML::Node& n, std::string_view key) const {
+    const std::string s = scalar(n, key);
+    try {
+      return parse_enum<E>(s);
+    } catch (const InputError& e) {
+      fail(n, key, e.what());
+    }
+  }
   bool boolean(const YAML::Node& n, std::string_view key) const {
     const std::string s = scalar(n, key);
     if (s == "true" || s == "yes" || s == "on") return true;
@@ -141,25 +122,18 @@ struct Reader {
   }
 };
 
-// One value of an axis from its scalar text, canonicalized and checked by the axis definition.
+// One value of an axis from its scalar text, read and checked by the axis's field.
 Value axis_value(const Reader& rd, const AxisDef& def, const YAML::Node& n,
                  const std::string& key) {
   const std::string s = rd.scalar(n, key);
   Value v;
-  if (def.kind == AxisKind::text) {
-    try {
-      v.text = def.canonical(s);
-    } catch (const InputError& e) {
-      rd.fail(n, key, e.what());
-    }
-    return v;
+  try {
+    v.value = def.field.parse(s);
+  } catch (const InputError& e) {
+    rd.fail(n, key, e.what());
   }
-  const double x =
-      def.kind == AxisKind::integer ? static_cast<double>(rd.integer(n, key)) : rd.number(n, key);
-  if (x < def.min || x > def.max)
-    rd.fail(n, key, "value ", s, " is out of range [", def.min, ", ", def.max, "]");
-  v.num = x;
-  v.text = format_number(x);
+  v.text = def.field.text(v.value);
+  v.num = number_of(v.value).value_or(0.0);
   return v;
 }
 
@@ -172,7 +146,8 @@ std::vector<Value> axis_values(const Reader& rd, const AxisDef& def, const YAML:
   } else if (n.IsSequence()) {
     for (const auto& item : n) out.push_back(axis_value(rd, def, item, key));
   } else if (n.IsMap()) {
-    if (def.kind == AxisKind::text) rd.fail(n, key, "expected a value or a list of values");
+    if (def.field.type != FieldType::integer && def.field.type != FieldType::real)
+      rd.fail(n, key, "expected a value or a list of values");
     const auto entries = rd.mapping(n, key, {"pow2", "range"});
     if (entries.size() != 1) rd.fail(n, key, "expected exactly one of pow2 or range");
     const auto& e = entries[0];
@@ -209,7 +184,7 @@ void read_axes(const Reader& rd, Spec& spec, Section section, const YAML::Node& 
                const std::string& where) {
   std::vector<std::string_view> known;
   for (const AxisDef& d : axis_defs())
-    if (d.section == section) known.push_back(d.name);
+    if (d.section == section) known.push_back(d.name());
   if (!n.IsMap()) rd.fail(n, where, "expected a mapping of axes");
   for (auto it = n.begin(); it != n.end(); ++it) {
     const std::string key = it->first.as<std::string>();
@@ -250,12 +225,7 @@ void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
     if (e.key == "min_time") m.stop.min_time = nonneg();
     if (e.key == "time_cap") m.stop.time_cap = nonneg();
     if (e.key == "stable_window") m.stop.stable_window = positive_int(2);
-    if (e.key == "interleave") {
-      const std::string v = rd.scalar(e.value, key);
-      if (v != "point" && v != "bucket")
-        rd.fail(e.value, key, "expected point or bucket, got '", v, "'");
-      m.interleave = v == "bucket" ? Interleave::bucket : Interleave::point;
-    }
+    if (e.key == "interleave") m.interleave = rd.choice<Interleave>(e.value, key);
     if (e.key == "timer") {
       m.timer = rd.scalar(e.value, key);
       if (m.timer != "auto" && m.timer != "steady_clock" && m.timer != "cuda_events" &&
@@ -263,11 +233,7 @@ void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
         rd.fail(e.value, key, "expected auto, steady_clock, cuda_events or cupti, got '", m.timer,
                 "'");
     }
-    if (e.key == "mode") {
-      const std::string s = rd.scalar(e.value, key);
-      if (s != "cold" && s != "hot") rd.fail(e.value, key, "expected cold or hot, got '", s, "'");
-      m.mode = s == "cold" ? CacheMode::cold : CacheMode::hot;
-    }
+    if (e.key == "mode") m.mode = rd.choice<CacheMode>(e.value, key);
   }
   if (m.stop.max_samples < m.stop.min_samples)
     rd.fail(n, "measure", "max_samples = ", m.stop.max_samples,
@@ -323,7 +289,7 @@ void check_duplicates(const Reader& rd, const Spec& spec) {
     std::set<std::string> seen;
     for (const Value& v : a.values)
       if (!seen.insert(v.text).second)
-        rd.fail(a.line, std::string(section_name(a.section)) + "." + a.name, "value ", v.text,
+        rd.fail(a.line, std::string(name_of(a.section)) + "." + a.name, "value ", v.text,
                 " is listed twice");
   }
 }
@@ -332,7 +298,7 @@ void read_constraints(const Reader& rd, Spec& spec, const YAML::Node& n) {
   if (!n.IsSequence()) rd.fail(n, "constraints", "expected a list of expressions");
   std::set<std::string> names;
   for (const Axis& a : spec.axes)
-    if (a.kind != AxisKind::text) names.insert(a.name);
+    if (a.numeric()) names.insert(a.name);
   for (const auto& d : derived_names()) names.insert(d);
   for (std::size_t i = 0; i < n.size(); ++i) {
     const std::string key = "constraints[" + std::to_string(i) + "]";
@@ -369,6 +335,7 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
   if (!root.IsMap()) rd.fail(root, "spec", "expected a mapping at the top level");
   Spec spec;
   spec.file = file;
+  spec.backend = backend;
   spec.text = std::string(text);
   spec.axes = default_axes();
   bool have_name = false;
@@ -422,7 +389,7 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
       for (const auto& d : rd.mapping(e.value, "decide", {"tie_tolerance", "ties"})) {
         if (d.key == "ties") {
           try {
-            spec.ties = parse_tie_rule(rd.scalar(d.value, "decide.ties"));
+            spec.ties = parse_enum<TieRule>(rd.scalar(d.value, "decide.ties"));
           } catch (const InputError& err) {
             rd.fail(d.value, "decide.ties", err.what());
           }

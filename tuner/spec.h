@@ -11,19 +11,18 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/fields.h"
 #include "tuner/expr.h"
 #include "tuner/stats.h"
 
 namespace mactune::tuner {
 
-enum class AxisKind { integer, real, text };
 enum class Section { workload, mac, cpu, cuda };
 
-std::string_view section_name(Section s);  // "workload", "mac", "kernels.cpu", "kernels.cuda"
-
-// One value of an axis: its canonical text (what the DB and the report show) and, for
-// numeric axes, its number.
+// One value of an axis: typed (as its field reads it), its canonical text (what the DB and the
+// report show) and, for numeric axes, its number (what constraints compute with).
 struct Value {
+  Scalar value;
   std::string text;
   double num = 0;
 };
@@ -31,10 +30,12 @@ struct Value {
 struct Axis {
   std::string name;  // e.g. "batch", "K", "chunk_tokens"
   Section section = Section::workload;
-  AxisKind kind = AxisKind::integer;
+  FieldType type = FieldType::integer;
   std::vector<Value> values;
   int line = 0;        // 1-based line of the key in the spec (0: a built-in default)
   bool given = false;  // written in the spec (else the default single value)
+
+  bool numeric() const { return type == FieldType::integer || type == FieldType::real; }
 };
 
 // A zip group: axes that advance together (all the same length).
@@ -51,16 +52,42 @@ struct Constraint {
 // When two configs count as tied (tuner/decide.h): within the tolerance of the best score
 // only, or also when the measurement's intervals cannot tell them apart.
 enum class TieRule { tolerance, overlap };
-std::string_view tie_rule_name(TieRule r);
-TieRule parse_tie_rule(std::string_view s);
-
 enum class CacheMode { cold, hot };
-std::string_view cache_mode_name(CacheMode m);
 
 // What is measured interleaved: each point's two sides (point), or every config of a bucket at
 // one hit rate and variant together (bucket: config comparisons come from one run too, at
 // the cost of one live session per side).
 enum class Interleave { point, bucket };
+
+}  // namespace mactune::tuner
+template <>
+struct mactune::EnumNames<mactune::tuner::Section> {
+  using S = tuner::Section;
+  static constexpr std::string_view what = "spec section";
+  static constexpr EnumName<S> names[] = {{S::workload, "workload"},
+                                          {S::mac, "mac"},
+                                          {S::cpu, "kernels.cpu"},
+                                          {S::cuda, "kernels.cuda"}};
+};
+template <>
+struct mactune::EnumNames<mactune::tuner::TieRule> {
+  using S = tuner::TieRule;
+  static constexpr std::string_view what = "tie rule";
+  static constexpr EnumName<S> names[] = {{S::overlap, "overlap"}, {S::tolerance, "tolerance"}};
+};
+template <>
+struct mactune::EnumNames<mactune::tuner::CacheMode> {
+  using S = tuner::CacheMode;
+  static constexpr std::string_view what = "cache mode";
+  static constexpr EnumName<S> names[] = {{S::cold, "cold"}, {S::hot, "hot"}};
+};
+template <>
+struct mactune::EnumNames<mactune::tuner::Interleave> {
+  using S = tuner::Interleave;
+  static constexpr std::string_view what = "interleave mode";
+  static constexpr EnumName<S> names[] = {{S::point, "point"}, {S::bucket, "bucket"}};
+};
+namespace mactune::tuner {
 
 struct MeasurePolicy {
   StoppingPolicy stop;
@@ -72,7 +99,7 @@ struct MeasurePolicy {
   // The part of the policy that changes what a sample measures: it belongs to the identity of
   // a point (a cold and a hot measurement are different points). Stopping limits only change
   // precision and are not part of it.
-  std::string key() const { return std::string(cache_mode_name(mode)); }
+  std::string key() const { return std::string(name_of(mode)); }
 };
 
 struct DeviceFilter {
@@ -89,8 +116,9 @@ struct Outputs {
 };
 
 struct Spec {
-  std::string file;  // where it was read from (for messages)
-  std::string text;  // the spec as written (stored with each run)
+  std::string file;     // where it was read from (for messages)
+  std::string backend;  // "cpu" or "cuda": whose kernel section entered the grid
+  std::string text;     // the spec as written (stored with each run)
   std::string name;
   std::string description;
   DeviceFilter device;

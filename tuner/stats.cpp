@@ -14,51 +14,35 @@ double quantile_sorted(std::span<const double> sorted, double p) {
   return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
-Summary summarize(std::span<const double> samples) {
-  Summary s;
+TimeStats summarize(std::span<const double> samples) {
+  TimeStats s;
   if (samples.empty()) return s;
   std::vector<double> v(samples.begin(), samples.end());
   std::sort(v.begin(), v.end());
   s.samples = static_cast<int>(v.size());
-  s.min = v.front();
-  s.max = v.back();
-  s.median = quantile_sorted(v, 0.5);
-  s.q1 = quantile_sorted(v, 0.25);
-  s.q3 = quantile_sorted(v, 0.75);
-  s.mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  s.min_s = v.front();
+  s.max_s = v.back();
+  s.median_s = quantile_sorted(v, 0.5);
+  s.q1_s = quantile_sorted(v, 0.25);
+  s.q3_s = quantile_sorted(v, 0.75);
+  s.mean_s = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   if (v.size() > 1) {
     double ss = 0;
-    for (double x : v) ss += (x - s.mean) * (x - s.mean);
-    s.stdev = std::sqrt(ss / static_cast<double>(v.size() - 1));
+    for (double x : v) ss += (x - s.mean_s) * (x - s.mean_s);
+    s.stdev_s = std::sqrt(ss / static_cast<double>(v.size() - 1));
   }
   std::vector<double> dev(v.size());
-  for (std::size_t i = 0; i < v.size(); ++i) dev[i] = std::fabs(v[i] - s.median);
+  for (std::size_t i = 0; i < v.size(); ++i) dev[i] = std::fabs(v[i] - s.median_s);
   std::sort(dev.begin(), dev.end());
   const double mad = quantile_sorted(dev, 0.5);
-  s.noise = s.median > 0 ? 1.4826 * mad / s.median : 0.0;
+  s.rel_noise = s.median_s > 0 ? 1.4826 * mad / s.median_s : 0.0;
   return s;
-}
-
-std::string_view stop_reason_name(StopReason r) {
-  switch (r) {
-    case StopReason::noise:
-      return "noise";
-    case StopReason::stable:
-      return "stable";
-    case StopReason::max_samples:
-      return "max_samples";
-    case StopReason::time_cap:
-      return "time_cap";
-    case StopReason::interrupted:
-      return "interrupted";
-  }
-  return "?";
 }
 
 void Convergence::add(double seconds) {
   samples_.push_back(seconds);
   sampled_ += seconds;
-  noise_history_.push_back(summarize(samples_).noise);
+  noise_history_.push_back(summarize(samples_).rel_noise);
 }
 
 bool Convergence::noise_ok() const {

@@ -9,23 +9,13 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/enum_names.h"
+#include "kernels/time_stats.h"
+
 namespace mactune::tuner {
 
-// Summary of the samples of one point. Times in seconds.
-struct Summary {
-  int samples = 0;
-  double median = 0, q1 = 0, q3 = 0;  // quartiles by linear interpolation (Hyndman-Fan type 7)
-  double min = 0, max = 0, mean = 0;
-  double stdev = 0;  // sample standard deviation (n - 1)
-  // Relative noise: 1.4826 MAD / median, a robust estimate of stdev / median that one
-  // descheduled sample on a shared machine cannot blow up (nvbench uses stdev / mean).
-  double noise = 0;
-
-  double iqr() const { return q3 - q1; }
-};
-
 // Summarizes the samples (any order). Empty input gives an all-zero summary.
-Summary summarize(std::span<const double> samples);
+TimeStats summarize(std::span<const double> samples);
 
 // Quantile p in [0, 1] of sorted values, linear interpolation between order statistics.
 double quantile_sorted(std::span<const double> sorted, double p);
@@ -44,7 +34,18 @@ struct StoppingPolicy {
 
 // Why sampling stopped.
 enum class StopReason : std::uint8_t { noise, stable, max_samples, time_cap, interrupted };
-std::string_view stop_reason_name(StopReason r);
+}  // namespace mactune::tuner
+template <>
+struct mactune::EnumNames<mactune::tuner::StopReason> {
+  using S = tuner::StopReason;
+  static constexpr std::string_view what = "stop reason";
+  static constexpr EnumName<S> names[] = {{S::noise, "noise"},
+                                          {S::stable, "stable"},
+                                          {S::max_samples, "max_samples"},
+                                          {S::time_cap, "time_cap"},
+                                          {S::interrupted, "interrupted"}};
+};
+namespace mactune::tuner {
 
 // Tracks one candidate's samples and says when it has enough. Feed samples in order.
 class Convergence {

@@ -18,13 +18,17 @@ namespace mactune::tuner {
 // This binary's build row (git revision, compiler, digest of the instance names it holds).
 db::BuildInfo current_build(const Backend& backend);
 // The same from the backend's instance list (a backend whose device is not on this machine).
-db::BuildInfo current_build(const std::vector<InstanceInfo>& instances);
+db::BuildInfo current_build(const std::vector<InstanceDesc>& instances);
 
 db::Workload to_db_workload(const TunePoint& p);
 Bucket bucket_of(const db::Workload& w);
 // "lag=uniform(1,64),coherence=per-head": the workload fields besides the bucket, the MAC
 // settings and the hit rate.
 std::string variant_of(const db::Workload& w);
+// A decision row's params text: the launch text, then ';' and the MAC settings text (MAC).
+std::string config_text(const Config& c);
+// Reads config_text() back through the field tables of the instance's backend.
+Config parse_config(const InstanceDesc& instance, const std::string& params);
 
 // The rows of one decision set: one device, one build, one measurement policy.
 struct Selection {
@@ -51,7 +55,7 @@ struct LoadedPairs {
 LoadedPairs load_pairs(const db::Store& store, const Selection& sel);
 
 // The incumbents for decide(): the stored best configs of the selection's device and policy.
-std::map<std::string, std::string> load_incumbents(const db::Store& store, const Selection& sel);
+std::map<std::string, Config> load_incumbents(const db::Store& store, const Selection& sel);
 
 // Writes one best_configs row per bucket and family ("full", "mac") and one break_even row
 // per bucket. A MAC config's params are its launch params, ';', then its MAC settings.

@@ -22,20 +22,6 @@ std::string ms(double seconds) {
   return o.str();
 }
 
-db::TimeStats time_stats(const SideResult& s) {
-  db::TimeStats t;
-  t.samples = s.time.samples;
-  t.median_s = s.time.median;
-  t.q1_s = s.time.q1;
-  t.q3_s = s.time.q3;
-  t.min_s = s.time.min;
-  t.max_s = s.time.max;
-  t.mean_s = s.time.mean;
-  t.rel_noise = s.time.noise;
-  t.stop_reason = std::string(stop_reason_name(s.stop));
-  return t;
-}
-
 // The seed of a point's synthetic data: one per bucket, so both sides of a point, and every
 // config of one shape, run over the same KV cache and queries.
 std::uint64_t point_seed(const Spec& spec, const TunePoint& p) {
@@ -43,15 +29,15 @@ std::uint64_t point_seed(const Spec& spec, const TunePoint& p) {
   return spec.seed * 0x9e3779b97f4a7c15ull ^ std::stoull(h, nullptr, 16);
 }
 
-// The baseline case of a point: one per shape and launch config (shared by its hit rates and
-// MAC settings, and kept alive across consecutive groups that use it).
-std::string full_key(const TunePoint& p) {
-  return bucket_of(p).key() + "|" + p.launch_text() + "|" + p.isa + "|" + p.full;
+// The baseline case of a point: one per shape, launch config and full instance (shared by its
+// hit rates and MAC settings, and kept alive across consecutive groups that use it).
+std::string full_key(const Backend& backend, const TunePoint& p) {
+  return bucket_of(p).key() + "|" + p.launch_text() + "|" + backend.instance_names(p).second;
 }
 
+// The points measured interleaved in bucket mode: one bucket at one forced-hit workload.
 std::string group_key(const TunePoint& p) {
-  return bucket_of(p).key() + "|" + format_number(p.forced.hit_rate) + "|" +
-         lag_text(p.forced.lag) + "|" + std::string(coherence_name(p.forced.coherence));
+  return bucket_of(p).key() + "|" + fields_text(p.forced);
 }
 
 db::Measurement row(const db::PointKey& key, db::Id run_id, const std::string& started) {
@@ -96,7 +82,7 @@ class Sweeper {
     for (std::size_t i : g) {
       const TunePoint& p = *pending[i].point;
       bytes += backend_.case_bytes(p, true);
-      if (fulls.insert(full_key(p)).second) bytes += backend_.case_bytes(p, false);
+      if (fulls.insert(full_key(backend_, p)).second) bytes += backend_.case_bytes(p, false);
     }
     const double have = backend_.memory_available();
     return have <= 0 || bytes <= 0.8 * have;
@@ -116,7 +102,7 @@ class Sweeper {
     const std::string started = db::now_utc();
     // Free the baseline cases this group does not use before building anything.
     std::set<std::string> keys;
-    for (std::size_t i : g) keys.insert(full_key(*pending[i].point));
+    for (std::size_t i : g) keys.insert(full_key(backend_, *pending[i].point));
     std::erase_if(fulls_, [&](const auto& kv) { return !keys.count(kv.first); });
 
     std::map<std::size_t, std::string> failed;       // member -> why
@@ -124,7 +110,7 @@ class Sweeper {
     std::map<std::size_t, std::unique_ptr<Case>> macs;
     for (std::size_t i : g) {
       const TunePoint& p = *pending[i].point;
-      const std::string fk = full_key(p);
+      const std::string fk = full_key(backend_, p);
       try {
         if (!failed_full.count(fk) && !fulls_[fk])
           fulls_[fk] = backend_.make_case(p, false, point_seed(spec_, p));
@@ -139,7 +125,8 @@ class Sweeper {
       }
     }
     for (std::size_t i : g)
-      if (const auto it = failed_full.find(full_key(*pending[i].point)); it != failed_full.end())
+      if (const auto it = failed_full.find(full_key(backend_, *pending[i].point));
+          it != failed_full.end())
         failed[i] = it->second;
     // The cases in order: each member's baseline (at its first use), then its MAC side.
     std::vector<Case*> cases;
@@ -147,7 +134,7 @@ class Sweeper {
     std::map<std::size_t, std::size_t> mac_at;
     for (std::size_t i : g) {
       if (failed.count(i)) continue;
-      const std::string fk = full_key(*pending[i].point);
+      const std::string fk = full_key(backend_, *pending[i].point);
       if (!full_at.count(fk) && fulls_.count(fk)) {
         full_at[fk] = cases.size();
         cases.push_back(fulls_.at(fk).get());
@@ -172,7 +159,7 @@ class Sweeper {
       }
       const TunePoint& p = *pending[i].point;
       const SideResult& mac = r.sides.at(mac_at.at(i));
-      const SideResult& full = r.sides.at(full_at.at(full_key(p)));
+      const SideResult& full = r.sides.at(full_at.at(full_key(backend_, p)));
       const auto [mac_name, full_name] = backend_.instance_names(p);
       MACTUNE_CHECK(mac.instance == mac_name && full.instance == full_name, "instance names ",
                     mac.instance, " / ", full.instance, " differ from the predicted ", mac_name,
@@ -185,7 +172,8 @@ class Sweeper {
             << " (discarded " << r.discarded << ")"
             << "; wall_s=" << format_number(std::round(r.wall_seconds * 1000) / 1000);
       for (auto [m, side] : {std::pair{&mm, &mac}, std::pair{&mf, &full}}) {
-        m->stats = time_stats(*side);
+        m->stats = side->time;
+        m->stop_reason = std::string(name_of(side->stop));
         m->modeled_bytes = static_cast<double>(side->stats.modeled_bytes());
         m->clock_mhz = r.clock.mhz;
         m->throttled_samples = r.clock.throttled_samples;
@@ -195,12 +183,12 @@ class Sweeper {
       // The pair in one transaction: a kill cannot leave a MAC row without its baseline.
       store_.record_measurements(std::array{mf, mm});
       ++counts.measured;
-      const double speedup = mac.time.median > 0 ? full.time.median / mac.time.median : 0;
+      const double speedup = mac.time.median_s > 0 ? full.time.median_s / mac.time.median_s : 0;
       std::ostringstream o;
-      o << point_label(p) << ": mac " << ms(mac.time.median) << " (n=" << mac.time.samples << ", "
-        << std::fixed << std::setprecision(1) << mac.time.noise * 100 << "%), full "
-        << ms(full.time.median) << " (n=" << full.time.samples << ", " << full.time.noise * 100
-        << "%), " << std::setprecision(2) << speedup << "x";
+      o << point_label(p) << ": mac " << ms(mac.time.median_s) << " (n=" << mac.time.samples << ", "
+        << std::fixed << std::setprecision(1) << mac.time.rel_noise * 100 << "%), full "
+        << ms(full.time.median_s) << " (n=" << full.time.samples << ", "
+        << full.time.rel_noise * 100 << "%), " << std::setprecision(2) << speedup << "x";
       progress_.end(o.str(), true);
     }
   }
@@ -230,7 +218,7 @@ std::string point_label(const TunePoint& p) {
   std::ostringstream o;
   o << "b=" << p.shape.batch << " ctx=" << p.context << " hit=" << format_number(p.forced.hit_rate)
     << " K=" << p.mac.ring_capacity << " r=" << p.mac.band;
-  if (!p.launch.empty()) o << ' ' << p.launch_text();
+  if (const std::string launch = p.launch_text(); !launch.empty()) o << ' ' << launch;
   return o.str();
 }
 

@@ -42,10 +42,12 @@ struct PointIds {
   db::PointKey mac, full;
 };
 
-InstanceInfo instance_info(const Backend& b, const std::string& name, bool mac) {
-  for (const InstanceInfo& i : b.instances())
+InstanceDesc instance_info(const Backend& b, const std::string& name, bool mac) {
+  for (const InstanceDesc& i : b.instances())
     if (i.name == name) return i;
-  return {name, b.name(), mac ? "mac" : "full", ""};  // not runnable here: a failed point
+  // Not runnable here: a failed point.
+  return InstanceDesc::named(name, parse_enum<mactune::Backend>(b.name()),
+                             mac ? Family::mac : Family::full);
 }
 
 }  // namespace

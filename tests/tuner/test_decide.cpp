@@ -1,22 +1,43 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "tuner/decide.h"
 
 namespace mactune::tuner {
 namespace {
 
-// A summary centred on `median` seconds with a relative half-IQR of `spread`.
-Summary timing(double median, double spread = 0.01) {
-  Summary s;
+// Timings centred on `median` seconds with a relative half-IQR of `spread`.
+TimeStats timing(double median, double spread = 0.01) {
+  TimeStats s;
   s.samples = 10;
-  s.median = median;
-  s.q1 = median * (1 - spread);
-  s.q3 = median * (1 + spread);
-  s.min = s.q1 * 0.99;
+  s.median_s = median;
+  s.q1_s = median * (1 - spread);
+  s.q3_s = median * (1 + spread);
+  s.min_s = s.q1_s * 0.99;
   return s;
 }
 
-const Bucket kBucket{128, 32, 8, "bf16", 16, 4, 16384};
+const Bucket kBucket{{128, 32, 8, DType::bf16, 16}, 4, 16384};
+
+// "threads=2,chunk=512" as launch parameters (integers: all these tests use).
+Launch launch(const std::string& text) {
+  Launch out;
+  std::istringstream in(text);
+  std::string kv;
+  while (std::getline(in, kv, ',')) {
+    const auto eq = kv.find('=');
+    out.emplace_back(kv.substr(0, eq), std::int64_t{std::stoll(kv.substr(eq + 1))});
+  }
+  return out;
+}
+
+MacParams ring(int K) {
+  MacParams m;
+  m.ring_capacity = K;
+  m.band = 256;
+  return m;
+}
 
 PairRow pair(double hit, const std::string& params, int K, double mac_s, double full_s,
              double spread = 0.01) {
@@ -26,13 +47,18 @@ PairRow pair(double hit, const std::string& params, int K, double mac_s, double 
   r.variant = "lag=uniform(1,64),coherence=per-head";
   r.mac_instance = "mac_cpu_avx2_hd128_bf16";
   r.full_instance = "full_cpu_avx2_hd128_bf16";
-  r.params = params;
-  r.K = K;
-  r.r = 256;
-  r.mac_settings = "K=" + std::to_string(K) + ",r=256";
+  r.launch = launch(params);
+  r.mac_settings = ring(K);
   r.mac = timing(mac_s, spread);
   r.full = timing(full_s, spread);
   return r;
+}
+
+std::string params(const Choice& c) {
+  return launch_text(c.config.launch);
+}
+int K(const Choice& c) {
+  return c.config.mac ? c.config.mac->ring_capacity : 0;
 }
 
 TEST(TunerDecide, BreakEvenIsTheStartOfTheWinningSuffix) {
@@ -98,10 +124,10 @@ TEST(TunerDecide, FastestConfigWinsOutsideTheTolerance) {
     rows.push_back(pair(h, "threads=2", 512, h ? 2e-3 : 10e-3, 10e-3));
   }
   const auto d = decide(rows, {});
-  EXPECT_EQ(d[0].mac.params, "threads=2");
+  EXPECT_EQ(params(d[0].mac), "threads=2");
   EXPECT_EQ(d[0].mac.reason, "fastest");
   EXPECT_NEAR(d[0].mac.margin, 1.0, 1e-9);  // the other is 2x slower
-  EXPECT_EQ(d[0].full.params, "threads=2");
+  EXPECT_EQ(params(d[0].full), "threads=2");
   EXPECT_DOUBLE_EQ(d[0].full.score, 10e-3);
   EXPECT_EQ(d[0].mac.ties.size(), 1u);
 }
@@ -111,7 +137,7 @@ TEST(TunerDecide, TiesGoToTheSimplerConfig) {
   std::vector<PairRow> rows = {pair(1, "threads=0", 512, 2.010e-3, 10e-3),
                                pair(1, "threads=0", 1024, 2.000e-3, 10e-3)};
   auto d = decide(rows, {});
-  EXPECT_EQ(d[0].mac.K, 512);
+  EXPECT_EQ(K(d[0].mac), 512);
   EXPECT_EQ(d[0].mac.reason, "simpler");
   EXPECT_EQ(d[0].mac.ties.size(), 2u);
   ASSERT_EQ(d[0].mac.tie_scores.size(), 2u);  // stored with the tie set: the chosen one first
@@ -123,7 +149,7 @@ TEST(TunerDecide, TiesGoToTheSimplerConfig) {
   strict.tie_tolerance = 0;
   strict.ties = TieRule::tolerance;
   d = decide(rows, strict);
-  EXPECT_EQ(d[0].mac.K, 1024);
+  EXPECT_EQ(K(d[0].mac), 1024);
   EXPECT_EQ(d[0].mac.reason, "fastest");
 }
 
@@ -136,7 +162,7 @@ TEST(TunerDecide, DifferencesInsideTheIntervalsAreTiesUnderTheOverlapRule) {
                                pair(1, "chunk=256", 512, 2.0e-3, 10.0e-3, 0.05),
                                pair(1, "chunk=1024", 512, 1.92e-3, 9.6e-3, 0.05)};
   auto d = decide(rows, {});
-  EXPECT_EQ(d[0].mac.params, "chunk=256");
+  EXPECT_EQ(params(d[0].mac), "chunk=256");
   EXPECT_EQ(d[0].mac.reason, "simpler");
   EXPECT_EQ(d[0].mac.ties.size(), 2u);
   ASSERT_EQ(d[0].mac.tie_scores.size(), 2u);  // stored with the tie set: the chosen one first
@@ -144,19 +170,19 @@ TEST(TunerDecide, DifferencesInsideTheIntervalsAreTiesUnderTheOverlapRule) {
   EXPECT_NEAR(d[0].mac.tie_scores[0], 1.0 / 0.96, 1e-9);
   EXPECT_DOUBLE_EQ(d[0].mac.tie_scores[1], 1.0);
   EXPECT_NEAR(d[0].mac.score, 1.0 / 0.96, 1e-9) << "the raw score is kept";
-  EXPECT_EQ(d[0].full.params, "chunk=256");
+  EXPECT_EQ(params(d[0].full), "chunk=256");
   DecideOptions tol;
   tol.ties = TieRule::tolerance;
   d = decide(rows, tol);
-  EXPECT_EQ(d[0].mac.params, "chunk=1024");
-  EXPECT_EQ(d[0].full.params, "chunk=1024");
+  EXPECT_EQ(params(d[0].mac), "chunk=1024");
+  EXPECT_EQ(params(d[0].full), "chunk=1024");
   // Tight intervals (+-0.5%) resolve the 4%: the faster one wins under either rule.
   for (auto& r : rows) {
-    r.mac.q1 = r.mac.median * 0.995, r.mac.q3 = r.mac.median * 1.005;
-    r.full.q1 = r.full.median * 0.995, r.full.q3 = r.full.median * 1.005;
+    r.mac.q1_s = r.mac.median_s * 0.995, r.mac.q3_s = r.mac.median_s * 1.005;
+    r.full.q1_s = r.full.median_s * 0.995, r.full.q3_s = r.full.median_s * 1.005;
   }
   d = decide(rows, {});
-  EXPECT_EQ(d[0].mac.params, "chunk=1024");
+  EXPECT_EQ(params(d[0].mac), "chunk=1024");
   EXPECT_EQ(d[0].mac.reason, "fastest");
   EXPECT_NEAR(d[0].mac.margin, 0.04 / 0.96, 1e-9);
 }
@@ -166,26 +192,23 @@ TEST(TunerDecide, TiesGoToTheIncumbentFirst) {
                                pair(1, "threads=0", 1024, 2.000e-3, 10e-3),
                                pair(1, "threads=0", 2048, 2.015e-3, 10e-3)};
   DecideOptions opt;
-  Choice inc;
-  inc.instance = "mac_cpu_avx2_hd128_bf16";
-  inc.params = "threads=0";
-  inc.mac_settings = "K=2048,r=256";
-  opt.incumbents[kBucket.key() + "/mac"] = inc.id();
+  opt.incumbents[kBucket.key() + "/mac"] = {"mac_cpu_avx2_hd128_bf16", launch("threads=0"),
+                                            ring(2048)};
   const auto d = decide(rows, opt);
-  EXPECT_EQ(d[0].mac.K, 2048);
+  EXPECT_EQ(K(d[0].mac), 2048);
   EXPECT_EQ(d[0].mac.reason, "incumbent");
   // An incumbent outside the tolerance does not win.
   rows[2].mac = timing(2.5e-3);
-  EXPECT_EQ(decide(rows, opt)[0].mac.K, 512);
+  EXPECT_EQ(K(decide(rows, opt)[0].mac), 512);
 }
 
 TEST(TunerDecide, SimplicityPrefersAutoThenSmallerLaunchParameters) {
   std::vector<PairRow> rows = {pair(1, "threads=2,chunk=512", 512, 2.0e-3, 10e-3),
                                pair(1, "threads=1,chunk=512", 512, 2.001e-3, 10e-3),
                                pair(1, "threads=0,chunk=512", 512, 2.002e-3, 10e-3)};
-  EXPECT_EQ(decide(rows, {})[0].mac.params, "threads=0,chunk=512");
+  EXPECT_EQ(params(decide(rows, {})[0].mac), "threads=0,chunk=512");
   rows.pop_back();
-  EXPECT_EQ(decide(rows, {})[0].mac.params, "threads=1,chunk=512");
+  EXPECT_EQ(params(decide(rows, {})[0].mac), "threads=1,chunk=512");
 }
 
 TEST(TunerDecide, MostConservativeVariantSetsTheBucketBreakEven) {

@@ -6,8 +6,8 @@
 
 #include "cli_util.h"
 #include "db/store.h"
+#include "dispatcher/dispatch.h"
 #include "kernels/cpu/session.h"
-#include "schedules/dispatch.h"
 #include "tuner/emit.h"
 #include "tuner/progress.h"
 #include "tuner/report.h"
@@ -34,14 +34,15 @@ void store_pair(db::Store& s, db::Id dev, db::Id build, db::Id run, int batch, i
       cpu::instances().front().name.find("avx512") != std::string::npos ? "avx512" : "avx2";
   for (bool mac : {false, true}) {
     const std::string name = cpu::instance_name(mac, isa, 128, DType::bf16);
-    InstanceInfo info{name, "cpu", mac ? "mac" : "full", ""};
+    InstanceDesc info =
+        InstanceDesc::named(name, mactune::Backend::cpu, mac ? Family::mac : Family::full);
     for (const auto& i : cpu::instances())
       if (i.name == name) info = i;
     db::Measurement m;
     m.point = {dev, build, s.upsert_instance(info), params, w, "steady_clock", true};
     m.run_id = run;
     const double t = (mac ? mac_ms : full_ms) * 1e-3;
-    m.stats = {10, t, t * 0.99, t * 1.01, t * 0.98, t * 1.05, t, 0.01, "noise"};
+    m.stats = {10, t, t * 0.99, t * 1.01, t * 0.98, t * 1.05, t, 0, 0.01};
     s.record_measurement(m);
   }
 }
@@ -85,8 +86,9 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
   const auto bes = store_->break_evens(dev_);
   ASSERT_EQ(bes.size(), 4u);
   for (const auto& d2 : d.decisions) {
-    EXPECT_EQ(d2.mac.params, "chunk_tokens=256");
-    EXPECT_EQ(d2.full.params, "chunk_tokens=256");
+    // The stored "chunk_tokens=256" reads back as the whole (typed) launch config.
+    EXPECT_EQ(launch_text(d2.mac.config.launch), "threads=0,chunk_tokens=256,block_rows=16");
+    EXPECT_EQ(d2.full.config.launch, d2.mac.config.launch);
     const std::string want = d2.bucket.context == 65536 ? "ok"
                              : d2.bucket.batch == 1     ? "ok"
                                                         : "never";
@@ -100,7 +102,7 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
 
   const auto t = make_table(d, "e.db");
   ASSERT_EQ(t.entries.size(), 4u);
-  EXPECT_EQ(sched::check_structure(t), "");
+  EXPECT_EQ(dispatch::check_structure(t), "");
   for (const auto& e : t.entries) {
     EXPECT_EQ(e.batch.hi, e.batch.lo == 1 ? std::optional<std::int64_t>(7) : std::nullopt);
     EXPECT_EQ(e.context.hi, e.context.lo == 1 ? std::optional<std::int64_t>(65535) : std::nullopt);
@@ -112,13 +114,16 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
     EXPECT_FALSE(e.mac->tau) << "hits were forced: tau stays the engine's";
     EXPECT_EQ(std::get<std::int64_t>(e.mac->params.at("chunk_tokens")), 256);
     EXPECT_EQ(std::get<std::string>(e.mac->params.at("summary_dtype")), "f32");
+    // Every MAC setting but K, r (their own keys) and tau reaches the table.
+    EXPECT_EQ(std::get<double>(e.mac->params.at("accept_eps")), 1.0);
+    EXPECT_EQ(std::get<std::int64_t>(e.mac->params.at("min_context")), 2048);
   }
   const std::string refusal =
       write_dispatch(t, dir_.file("d/t.json"), dir_.file("d/t.h"), cpu_fingerprint());
   EXPECT_EQ(refusal, "");
   // The loaded table answers like the decisions: batch 2 falls in [1, 7], context 100K in
   // [64K, inf): the (1, 64K) bucket, break-even 0.5.
-  const auto disp = sched::Dispatcher::load(dir_.file("d/t.json"));
+  const auto disp = dispatch::Dispatcher::load(dir_.file("d/t.json"));
   ASSERT_TRUE(disp.table());
   Problem p;
   p.batch = 2;
@@ -153,13 +158,19 @@ TEST_F(EmitFixture, SelectRowsPicksThisDeviceAndTheLatestBuild) {
   EXPECT_THROW(select_rows(*store_, "*no such device*", cpu_fingerprint()), InputError);
 }
 
+// Launch text is read back by the engine's field table: each value with its field's type,
+// never guessed from its characters; a key the table lacks is refused.
 TEST(TunerEmit, ParamsKeepTheirTypes) {
-  const auto p = params_of("threads=0,chunk_tokens=256,graph=true,scale=0.5,isa=avx2");
-  EXPECT_EQ(std::get<std::int64_t>(p.at("threads")), 0);
-  EXPECT_EQ(std::get<std::int64_t>(p.at("chunk_tokens")), 256);
-  EXPECT_EQ(std::get<bool>(p.at("graph")), true);
-  EXPECT_DOUBLE_EQ(std::get<double>(p.at("scale")), 0.5);
-  EXPECT_EQ(std::get<std::string>(p.at("isa")), "avx2");
+  const Params cpu = to_params(parse_launch("cpu", "threads=0,chunk_tokens=256,isa=avx2"));
+  EXPECT_EQ(std::get<std::int64_t>(cpu.at("threads")), 0);
+  EXPECT_EQ(std::get<std::int64_t>(cpu.at("chunk_tokens")), 256);
+  EXPECT_EQ(cpu.count("isa"), 0u) << "the ISA is spelt in the instance name";
+  const Params cuda = to_params(parse_launch("cuda", "graph=true,match=auto,min_chunk=64"));
+  EXPECT_EQ(std::get<bool>(cuda.at("graph")), true);
+  EXPECT_EQ(std::get<std::string>(cuda.at("match")), "auto");
+  EXPECT_EQ(std::get<std::int64_t>(cuda.at("min_chunk")), 64);
+  EXPECT_THROW(parse_launch("cpu", "threads=two"), InputError);
+  EXPECT_THROW(parse_launch("cpu", "scale=0.5"), InputError);
 }
 
 TEST(TunerSvg, TicksAndLabels) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "kernels/error.h"
+#include "kernels/fields.h"
 #include "tuner/expr.h"
 
 namespace mactune::tuner {
@@ -65,12 +66,12 @@ TEST(TunerExpr, NamesThatDoNotApplyLeaveTheConstraintSatisfied) {
 }
 
 TEST(TunerExpr, NumbersAndTheirCanonicalText) {
-  EXPECT_EQ(parse_number("4096"), 4096);
-  EXPECT_EQ(parse_number("0.95"), 0.95);
-  EXPECT_EQ(parse_number("256K"), 262144);
-  EXPECT_FALSE(parse_number("four"));
-  EXPECT_FALSE(parse_number("4 096"));
-  EXPECT_FALSE(parse_number(""));
+  EXPECT_EQ(parse_real("4096"), 4096);
+  EXPECT_EQ(parse_real("0.95"), 0.95);
+  EXPECT_EQ(parse_real("256K"), 262144);
+  EXPECT_FALSE(parse_real("four"));
+  EXPECT_FALSE(parse_real("4 096"));
+  EXPECT_FALSE(parse_real(""));
   EXPECT_EQ(format_number(262144), "262144");
   EXPECT_EQ(format_number(1048576), "1048576");
   EXPECT_EQ(format_number(0.95), "0.95");

@@ -34,8 +34,8 @@ kernels:
   // Innermost: hit rate, then the launch parameters, then batch, then context.
   EXPECT_EQ(pts[0].forced.hit_rate, 0);
   EXPECT_EQ(pts[1].forced.hit_rate, 1);
-  EXPECT_EQ(pts[0].launch_int("chunk_tokens", 0), 128);
-  EXPECT_EQ(pts[2].launch_int("chunk_tokens", 0), 512);
+  EXPECT_EQ(pts[0].cpu.chunk_tokens, 128);
+  EXPECT_EQ(pts[2].cpu.chunk_tokens, 512);
   EXPECT_EQ(pts[4].shape.batch, 4);
   EXPECT_EQ(pts[8].context, 8192);
   EXPECT_EQ(pts[0].launch_text(), "threads=0,chunk_tokens=128,block_rows=16");

@@ -193,7 +193,7 @@ TEST(TunerSpec, DocsListEveryAxis) {
   const std::string doc((std::istreambuf_iterator<char>(in)), {});
   ASSERT_FALSE(doc.empty());
   for (const AxisDef& d : axis_defs())
-    EXPECT_NE(doc.find("| `" + std::string(d.name) + "` |"), std::string::npos) << d.name;
+    EXPECT_NE(doc.find("| `" + std::string(d.name()) + "` |"), std::string::npos) << d.name();
   for (const char* key :
        {"warmup", "min_samples", "max_samples", "noise", "min_time", "stable_window", "time_cap",
         "mode", "timer", "interleave", "tie_tolerance", "ties", "backend", "name", "db", "dispatch",

@@ -9,33 +9,33 @@ namespace {
 
 TEST(TunerStats, QuartilesAndMedianOfKnownSamples) {
   const std::vector<double> v = {5, 1, 4, 2, 3};  // sorted 1..5
-  const Summary s = summarize(v);
+  const TimeStats s = summarize(v);
   EXPECT_EQ(s.samples, 5);
-  EXPECT_DOUBLE_EQ(s.median, 3);
-  EXPECT_DOUBLE_EQ(s.q1, 2);
-  EXPECT_DOUBLE_EQ(s.q3, 4);
-  EXPECT_DOUBLE_EQ(s.min, 1);
-  EXPECT_DOUBLE_EQ(s.max, 5);
-  EXPECT_DOUBLE_EQ(s.mean, 3);
-  EXPECT_NEAR(s.stdev, std::sqrt(2.5), 1e-12);
-  EXPECT_NEAR(s.noise, 1.4826 * 1.0 / 3.0, 1e-12);  // MAD of 1..5 is 1
+  EXPECT_DOUBLE_EQ(s.median_s, 3);
+  EXPECT_DOUBLE_EQ(s.q1_s, 2);
+  EXPECT_DOUBLE_EQ(s.q3_s, 4);
+  EXPECT_DOUBLE_EQ(s.min_s, 1);
+  EXPECT_DOUBLE_EQ(s.max_s, 5);
+  EXPECT_DOUBLE_EQ(s.mean_s, 3);
+  EXPECT_NEAR(s.stdev_s, std::sqrt(2.5), 1e-12);
+  EXPECT_NEAR(s.rel_noise, 1.4826 * 1.0 / 3.0, 1e-12);  // MAD of 1..5 is 1
 }
 
 TEST(TunerStats, InterpolatedQuantilesOfEvenCount) {
   const std::vector<double> v = {1, 2, 3, 4};
-  const Summary s = summarize(v);
-  EXPECT_DOUBLE_EQ(s.median, 2.5);
-  EXPECT_DOUBLE_EQ(s.q1, 1.75);
-  EXPECT_DOUBLE_EQ(s.q3, 3.25);
+  const TimeStats s = summarize(v);
+  EXPECT_DOUBLE_EQ(s.median_s, 2.5);
+  EXPECT_DOUBLE_EQ(s.q1_s, 1.75);
+  EXPECT_DOUBLE_EQ(s.q3_s, 3.25);
 }
 
 TEST(TunerStats, NoiseIsRobustToOneOutlier) {
   std::vector<double> v(20, 1.0);
   for (std::size_t i = 0; i < v.size(); ++i) v[i] += 0.001 * static_cast<double>(i % 5);
   v.push_back(50.0);  // one descheduled sample
-  const Summary s = summarize(v);
-  EXPECT_LT(s.noise, 0.01);
-  EXPECT_GT(s.stdev / s.mean, 1.0);  // what a mean/stdev rule would have seen
+  const TimeStats s = summarize(v);
+  EXPECT_LT(s.rel_noise, 0.01);
+  EXPECT_GT(s.stdev_s / s.mean_s, 1.0);  // what a mean/stdev rule would have seen
 }
 
 TEST(TunerConvergence, StopsOnNoiseAfterMinSamples) {

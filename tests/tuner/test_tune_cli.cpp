@@ -7,7 +7,7 @@
 
 #include "cli_util.h"
 #include "db/store.h"
-#include "schedules/dispatch.h"
+#include "dispatcher/dispatch.h"
 
 namespace mactune::tuner {
 namespace {
@@ -102,9 +102,9 @@ TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
 
   // The emitted table loads through the schedules loader with this machine's checks.
   std::string warning;
-  sched::LoadOptions lo;
+  dispatch::LoadOptions lo;
   lo.warn = [&](std::string_view w) { warning = std::string(w); };
-  const auto d = sched::Dispatcher::load(dir.file("tiny.json"), lo);
+  const auto d = dispatch::Dispatcher::load(dir.file("tiny.json"), lo);
   ASSERT_TRUE(d.table()) << warning;
   EXPECT_EQ(d.table()->entries.size(), 4u);
   Problem p;
@@ -113,7 +113,7 @@ TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
   p.kv_heads = 2;
   p.head_dim = 64;
   const auto choice = d.select(p, 512, 1.0);
-  EXPECT_EQ(choice.source, sched::ChoiceSource::table);
+  EXPECT_EQ(choice.source, dispatch::ChoiceSource::table);
 
   for (const char* f : {"rep-tiny/report.md", "rep-tiny/speedup_hd64_q8_kv2_bf16_p16.svg",
                         "rep-tiny/breakeven_hd64_q8_kv2_bf16_p16.svg"})
@@ -131,7 +131,7 @@ TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
                   {"emit", "--db", "tiny.db", "-o", "out/t.json", "--header", "out/t.h", "-q"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("loads on this machine"), std::string::npos) << r.out;
-  EXPECT_TRUE(sched::Dispatcher::load(dir.file("out/t.json"), lo).table()) << warning;
+  EXPECT_TRUE(dispatch::Dispatcher::load(dir.file("out/t.json"), lo).table()) << warning;
   EXPECT_NE(testing::read_file(dir.file("out/t.h")).find("mactune_dispatch"), std::string::npos);
   r = run_mactune(dir, {"report", "--db", "tiny.db", "-o", "rep2"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -1,0 +1,182 @@
+// Every field of every config table survives the whole config path unchanged:
+//   spec (YAML) -> grid point -> database (workload columns, launch text) -> decisions ->
+//   emitted dispatch table (JSON) -> Dispatcher -> choice -> session options.
+// The test walks the field tables themselves (kernels/fields.h), setting every field of the
+// MAC settings and of the backend's engine config to a value other than its default: a field
+// added to a table is covered without a line here.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "dispatcher/dispatch.h"
+#include "dispatcher/session.h"
+#include "kernels/cpu/instances.h"
+#include "kernels/cpu/session.h"
+#include "kernels/cuda/describe.h"
+#include "kernels/cuda/engine_config.h"
+#include "tests/db/fixtures.h"
+#include "tuner/emit.h"
+#include "tuner/grid.h"
+#include "tuner/store_io.h"
+
+namespace mactune::tuner {
+namespace {
+
+using db::testing::TempDir;
+
+// The instances of the test, described as the engines describe them: the CPU engine's generic
+// path (every CPU runs it) and one instance of each CUDA family.
+dispatch::Catalog catalog() {
+  std::vector<InstanceDesc> all = {cpu::describe(true, cpu::Isa::generic, 128, DType::bf16),
+                                   cpu::describe(false, cpu::Isa::generic, 128, DType::bf16)};
+  all.push_back(cuda::describe(cuda::AttendConfig{128, 8, 64, 2, DType::bf16}));
+  all.push_back(cuda::describe(cuda::FullConfig{128, 8, 64, 2, DType::bf16}));
+  all.push_back(cuda::describe(cuda::MatchConfig{128, true, DType::bf16}));
+  all.push_back(cuda::describe(cuda::MergeConfig{128}));
+  return dispatch::Catalog(std::move(all));
+}
+
+// A value of `f` other than its default, inside its range and choices (an instance field:
+// the catalog's instance of the family it names).
+template <class S>
+std::string probe(const Field<S>& f, const dispatch::Catalog& cat) {
+  const Scalar d = f.default_value();
+  switch (f.type) {
+    case FieldType::integer: {
+      const auto x = std::get<std::int64_t>(d);
+      return std::to_string(f.bounds.holds(double(x + 1)) ? x + 1 : x - 1);
+    }
+    case FieldType::real: {
+      const double x = std::get<double>(d);
+      return format_real(f.bounds.holds(x / 2) && x != 0 ? x / 2 : x + 1);
+    }
+    case FieldType::boolean:
+      return std::get<bool>(d) ? "false" : "true";
+    case FieldType::choice:  // the last other choice ("generic" for the CPU ISA: it always runs)
+      for (auto it = f.choices.rbegin(); it != f.choices.rend(); ++it)
+        if (*it != f.text(d)) return *it;
+      break;
+    case FieldType::instance:
+      for (const InstanceDesc& i : cat.instances())
+        if (i.backend == mactune::Backend::cuda && name_of(i.family) == f.name) return i.name;
+      break;
+    case FieldType::text:
+      break;
+  }
+  ADD_FAILURE() << "no probe value for field " << f.name;
+  return f.text(d);
+}
+
+// "name: 'value'" lines for every field of S, indented by `indent`.
+template <class S>
+std::string yaml_fields(const dispatch::Catalog& cat, const std::string& indent) {
+  std::ostringstream y;
+  for (const Field<S>& f : fields_of<S>()) y << indent << f.name << ": '" << probe(f, cat) << "'\n";
+  return y.str();
+}
+
+// Every field of `got` equals the probe, each named in a failure.
+template <class S>
+void expect_probes(const S& got, const dispatch::Catalog& cat, const std::string& where,
+                   std::initializer_list<std::string_view> except = {}) {
+  for (const Field<S>& f : fields_of<S>()) {
+    if (std::find(except.begin(), except.end(), f.name) != except.end()) continue;
+    EXPECT_EQ(f.text_of(got), f.text(f.parse(probe(f, cat)))) << where << ": " << f.name;
+  }
+}
+
+template <class Engine>
+void round_trip(const std::string& backend, const std::string& engine_section) {
+  const dispatch::Catalog cat = catalog();
+  // 1. The spec: every MAC setting and every engine field away from its default.
+  const std::string spec_yaml =
+      "name: rt\nworkload: {batch: 2, context: 8192, hit_rate: 1}\n"
+      "kernels:\n  " +
+      engine_section + ":\n" + yaml_fields<Engine>(cat, "    ") + "mac:\n" +
+      yaml_fields<MacParams>(cat, "  ");
+  const auto points = expand_grid(parse_spec(spec_yaml, "rt.yaml", backend));
+  ASSERT_EQ(points.size(), 1u) << spec_yaml;
+  const TunePoint& p = points[0];
+  expect_probes(p.mac, cat, "grid point");
+  if constexpr (std::is_same_v<Engine, cpu::EngineConfig>)
+    expect_probes(p.cpu, cat, "grid point");
+  else
+    expect_probes(p.cuda, cat, "grid point");
+
+  // 2. The database: the point's workload and launch text, MAC clearly faster than full.
+  TempDir dir;
+  db::Store store = db::Store::open(dir.file("rt.db"));
+  DeviceFingerprint device = db::testing::test_device();
+  device.backend = backend;
+  const db::Id dev = store.upsert_device(device);
+  const db::Id build = store.upsert_build(db::testing::test_build());
+  const db::Id run = store.begin_run({.spec_text = spec_yaml, .device_id = dev, .build_id = build});
+  // The instances the point runs (what the backend's instance_names() would give).
+  const InstanceDesc* mac_desc = cat.find(
+      backend == "cpu" ? cpu::instance_name(true, p.cpu.isa, 128, DType::bf16) : p.cuda.attend);
+  const InstanceDesc* full_desc = cat.find(
+      backend == "cpu" ? cpu::instance_name(false, p.cpu.isa, 128, DType::bf16) : p.cuda.full);
+  ASSERT_TRUE(mac_desc && full_desc);
+  const db::Id w = store.upsert_workload(to_db_workload(p));
+  for (const InstanceDesc* i : {mac_desc, full_desc}) {
+    db::Measurement m;
+    m.point = {dev, build, store.upsert_instance(*i), p.launch_text(), w, "steady_clock", true};
+    m.run_id = run;
+    const double t = i == mac_desc ? 1e-3 : 4e-3;
+    m.stats = {10, t, t * 0.99, t * 1.01, t * 0.98, t * 1.05, t, 0, 0.01};
+    store.record_measurement(m);
+  }
+  const Selection sel{dev, build, "steady_clock", true};
+  const LoadedPairs loaded = load_pairs(store, sel);
+  ASSERT_EQ(loaded.pairs.size(), 1u);
+  expect_probes(loaded.pairs[0].mac_settings, cat, "database");
+  EXPECT_EQ(loaded.pairs[0].launch, p.launch()) << "database: launch parameters";
+
+  // 3. Decisions, the emitted table as JSON, a Dispatcher reading it.
+  Decided d = decide_and_store(store, sel, {});
+  d.device = device;
+  const std::string json = dispatch::to_json(make_table(d, "rt.db"));
+  dispatch::LoadOptions lo;
+  lo.device.backend = backend;
+  lo.check_device = false;
+  lo.catalog = &cat;
+  std::string refusal;
+  lo.warn = [&](std::string_view why) { refusal = std::string(why); };
+  const auto disp = dispatch::Dispatcher::from_text(json, "rt.json", lo);
+  ASSERT_TRUE(disp.table()) << refusal << "\n" << json;
+  const dispatch::Choice c = disp.select(p.shape, p.context, 1.0);
+  ASSERT_TRUE(c.use_mac()) << dispatch::describe(c);
+
+  // 4. The session options the choice makes: every field as the spec wrote it. Tau is the
+  // caller's: hits were forced while tuning, so the threshold was not measured (tuner/emit.h).
+  SessionOptions<Engine> base;
+  const auto opt = dispatch::session_options(c, cat, base);
+  EXPECT_TRUE(opt.mac_enabled);
+  expect_probes(opt.mac, cat, "session", {"tau"});
+  EXPECT_EQ(opt.mac.tau, base.mac.tau) << "tau stays the caller's";
+  expect_probes(opt.engine, cat, "session");
+}
+
+TEST(ConfigRoundTrip, EveryCpuFieldSurvivesSpecDatabaseTableDispatcherSession) {
+  round_trip<cpu::EngineConfig>("cpu", "cpu");
+}
+
+TEST(ConfigRoundTrip, EveryCudaFieldSurvivesSpecDatabaseTableDispatcherSession) {
+  round_trip<cuda::EngineConfig>("cuda", "cuda");
+}
+
+// A table naming a parameter neither the MAC settings nor the engine know is refused where
+// it becomes session options (a CPU table for a CUDA session, a misspelt key).
+TEST(ConfigRoundTrip, UnknownParamsAreRefused) {
+  const dispatch::Catalog cat = catalog();
+  dispatch::Choice c;
+  c.full.instance = cat.instances()[1].name;
+  c.full.params = {{"threads", std::int64_t{2}}};
+  EXPECT_EQ(dispatch::session_options(c, cat, cpu::SessionOptions{}).engine.threads, 2);
+  EXPECT_THROW(dispatch::session_options(c, cat, SessionOptions<cuda::EngineConfig>{}), InputError);
+  c.full.params = {{"thread", std::int64_t{2}}};
+  EXPECT_THROW(dispatch::session_options(c, cat, cpu::SessionOptions{}), InputError);
+}
+
+}  // namespace
+}  // namespace mactune::tuner
