@@ -264,22 +264,21 @@ Grid parse_grid(int& argc, char** argv) {
       const std::size_t n = std::strlen(flag);
       return std::strncmp(a, flag, n) == 0 && a[n] == '=' ? a + n + 1 : nullptr;
     };
-    if (const char* v = value("--contexts"))
+    // The engine's launch parameters: one flag per field of its table (engine_config.h).
+    const mactune::Field<cpu::EngineConfig>* knob = nullptr;
+    const char* knob_value = nullptr;
+    for (const auto& f : mactune::fields_of<cpu::EngineConfig>())
+      if (const char* v = value(("--" + std::string(f.name)).c_str())) knob = &f, knob_value = v;
+    if (knob)
+      knob->assign(g.engine, knob_value);
+    else if (const char* v = value("--contexts"))
       g.contexts = parse_list<int>("--contexts", v);
     else if (const char* v2 = value("--batches"))
       g.batches = parse_list<int>("--batches", v2);
     else if (const char* v3 = value("--hits"))
       g.hits = parse_list<double>("--hits", v3);
-    else if (const char* v4 = value("--isa"))
-      g.engine.isa = v4;
-    else if (const char* v5 = value("--threads"))
-      g.engine.threads = std::atoi(v5);
-    else if (const char* v6 = value("--block_rows"))
-      g.engine.block_rows = std::atoi(v6);
-    else if (const char* v7 = value("--chunk_tokens"))
-      g.engine.chunk_tokens = std::atoi(v7);
     else if (const char* v8 = value("--coherence"))
-      g.coherence = parse_coherence(v8);
+      g.coherence = parse_enum<Coherence>(v8);
     else
       argv[kept++] = argv[i];
   }

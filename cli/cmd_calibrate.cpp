@@ -1,7 +1,7 @@
 // `mactune calibrate`: per layer, the tau (and K, r) with the largest KV skip ratio whose output
 // error stays within a budget, over one or more decode traces; prints the whole skip-vs-error
 // curve with its Pareto front and writes a per-layer schedule (YAML) a decoder loads with
-// tuner::load_layer_schedule. The schedule is rewritten after each layer, and --db stores every
+// replay::load_layer_schedule. The schedule is rewritten after each layer, and --db stores every
 // point as it finishes, so an interrupted calibration keeps what it measured.
 #include <algorithm>
 #include <cstdio>
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "cli/registry.h"
-#include "schedules/dispatch_table.h"
-#include "tuner/replay/calibrate.h"
-#include "tuner/replay/fidelity_store.h"
+#include "dispatcher/table.h"
+#include "replay/calibrate.h"
+#include "replay/fidelity_store.h"
 
 namespace mactune::cli {
 namespace {
@@ -27,11 +27,11 @@ struct CalibrateArgs {
   bool against_ref = false;
   std::vector<int> ring_capacities{512};
   std::vector<int> bands{256};
-  std::vector<double> taus = tuner::default_calibration_taus();
+  std::vector<double> taus = replay::default_calibration_taus();
   std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
   int min_context = 0;
   std::vector<double> accept_eps{1.0};
-  std::string engine = std::string(tuner::replay_engine_name(tuner::default_replay_engine()));
+  std::string engine = std::string(name_of(replay::default_replay_engine()));
   int threads = 0;
   std::optional<double> rope_theta;
   std::string output, db, json;
@@ -55,17 +55,17 @@ void print_curve_header(const std::string& metric) {
               "skip", ("err_" + metric).c_str(), "err_mean", "err_max", "budget");
 }
 
-void print_point(const tuner::CalibrationPoint& p) {
+void print_point(const replay::CalibrationPoint& p) {
   const MacParams& m = p.settings.mac;
-  const tuner::Fidelity& f = p.fidelity;
+  const replay::Fidelity& f = p.fidelity;
   std::printf("  %5d %4d %5g %6g  %6.4f %6.4f  %9.3e %9.3e %9.3e  %-6s\n", m.ring_capacity, m.band,
               m.accept_eps, m.tau, f.hit_rate, f.skip_ratio, p.err, f.rel_err.mean, f.rel_err.max,
               p.within_budget ? "ok" : "over");
   std::fflush(stdout);
 }
 
-void print_layer(const tuner::LayerCalibration& lc, const tuner::CalibrationOptions& opt) {
-  std::vector<const tuner::CalibrationPoint*> front;
+void print_layer(const replay::LayerCalibration& lc, const replay::CalibrationOptions& opt) {
+  std::vector<const replay::CalibrationPoint*> front;
   for (const auto& p : lc.points)
     if (p.pareto) front.push_back(&p);
   std::sort(front.begin(), front.end(),
@@ -90,20 +90,20 @@ void print_layer(const tuner::LayerCalibration& lc, const tuner::CalibrationOpti
 
 void run_calibrate(const CalibrateArgs& a) {
   MACTUNE_REQUIRE(a.max_err >= 0, "--max-err is required (e.g. --max-err 0.01)");
-  std::vector<tuner::DecodeTrace> traces;
+  std::vector<replay::DecodeTrace> traces;
   for (const std::string& path : a.traces)
-    traces.push_back(tuner::DecodeTrace::open(path, a.rope_theta));
-  std::vector<const tuner::DecodeTrace*> ptrs;
+    traces.push_back(replay::DecodeTrace::open(path, a.rope_theta));
+  std::vector<const replay::DecodeTrace*> ptrs;
   for (const auto& t : traces) ptrs.push_back(&t);
 
-  tuner::CalibrationOptions opt;
-  opt.base.mac.pick = parse_pick_rule(a.pick);
+  replay::CalibrationOptions opt;
+  opt.base.mac.pick = parse_enum<PickRule>(a.pick);
   opt.base.mac.min_context = a.min_context;
   opt.base.mac.summary_dtype = parse_dtype(a.summary_dtype);
-  opt.base.mac.rectify = parse_rectify(a.rectify);
+  opt.base.mac.rectify = parse_enum<Rectify>(a.rectify);
   opt.accept_eps = a.accept_eps;
   opt.base.kv_dtype = parse_dtype(a.kv_dtype);
-  opt.base.engine = tuner::parse_replay_engine(a.engine);
+  opt.base.engine = parse_enum<replay::ReplayEngine>(a.engine);
   opt.base.threads = a.threads;
   opt.ring_capacities = a.ring_capacities;
   opt.bands = a.bands;
@@ -120,22 +120,22 @@ void run_calibrate(const CalibrateArgs& a) {
       "per layer\n",
       names.str().c_str(), a.metric.c_str(), a.max_err,
       a.against_ref ? "o_ref" : "exact full attention",
-      std::string(tuner::replay_engine_name(opt.base.engine)).c_str(),
+      std::string(name_of(opt.base.engine)).c_str(),
       std::string(dtype_name(opt.base.kv_dtype)).c_str(), opt.grid().size());
 
-  std::unique_ptr<tuner::FidelityRecorder> db;
-  if (!a.db.empty()) db = std::make_unique<tuner::FidelityRecorder>(a.db);
-  std::vector<tuner::LayerCalibration> done;
+  std::unique_ptr<replay::FidelityRecorder> db;
+  if (!a.db.empty()) db = std::make_unique<replay::FidelityRecorder>(a.db);
+  std::vector<replay::LayerCalibration> done;
   const std::string comment =
       "per-layer MAC-Attention settings written by `mactune calibrate`\n"
       "budget: err_" +
       a.metric + " <= " + budget_text(a.max_err) + " over " + names.str();
   int last_layer = -1;
-  tuner::CalibrationCallbacks cb;
-  cb.on_trace_point = [&](const tuner::DecodeTrace& t, const tuner::ReplayPoint& pt) {
+  replay::CalibrationCallbacks cb;
+  cb.on_trace_point = [&](const replay::DecodeTrace& t, const replay::ReplayPoint& pt) {
     if (db) db->record(t, pt);
   };
-  cb.on_point = [&](int layer, const tuner::CalibrationPoint& p) {
+  cb.on_point = [&](int layer, const replay::CalibrationPoint& p) {
     if (layer != last_layer) {
       std::printf("layer %d:\n", layer);
       print_curve_header(a.metric);
@@ -143,15 +143,15 @@ void run_calibrate(const CalibrateArgs& a) {
     }
     print_point(p);
   };
-  cb.on_layer = [&](const tuner::LayerCalibration& lc) {
+  cb.on_layer = [&](const replay::LayerCalibration& lc) {
     print_layer(lc, opt);
     done.push_back(lc);
-    tuner::save_layer_schedule(a.output, tuner::calibration_schedule(done, opt, ptrs), comment);
+    replay::save_layer_schedule(a.output, replay::calibration_schedule(done, opt, ptrs), comment);
     if (!a.json.empty())
-      sched::detail::write_atomically(a.json, tuner::calibration_json(done, opt, ptrs),
-                                      "calibration JSON");
+      dispatch::detail::write_atomically(a.json, replay::calibration_json(done, opt, ptrs),
+                                         "calibration JSON");
   };
-  tuner::calibrate(ptrs, a.layers, opt, cb);
+  replay::calibrate(ptrs, a.layers, opt, cb);
   std::printf("wrote %s (%zu layer(s))\n", a.output.c_str(), done.size());
   if (!a.json.empty()) std::printf("wrote %s\n", a.json.c_str());
   if (db) std::printf("stored %d fidelity row(s) in %s\n", db->recorded(), db->path().c_str());

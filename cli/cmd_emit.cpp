@@ -34,7 +34,7 @@ DeviceFingerprint this_machine(const db::Store& store) {
 tuner::DecideOptions options(const EmitArgs& a) {
   tuner::DecideOptions o;
   o.tie_tolerance = a.tie_tolerance;
-  o.ties = tuner::parse_tie_rule(a.ties);
+  o.ties = parse_enum<tuner::TieRule>(a.ties);
   return o;
 }
 

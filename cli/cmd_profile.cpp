@@ -12,8 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "cli/field_flags.h"
 #include "cli/registry.h"
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cuda/engine_config.h"
 #include "kernels/device.h"
+#include "kernels/session.h"
 #include "profiler/activity.h"
 #include "profiler/cpu_tracer.h"
 #include "profiler/decode_loop.h"
@@ -40,24 +44,22 @@ namespace {
 
 struct ProfileArgs {
   std::string backend = "cpu";
+  // The settings come as flags from their field tables (cli/field_flags.h).
   Problem shape{.batch = 4, .q_heads = 32, .kv_heads = 8, .head_dim = 128};
-  std::string dtype = "bf16";
   int context = 8192;
   MacParams mac;
-  std::string pick = "nearest", summary_dtype = "f32";
+  ForcedHits forced;  // with --hit-rate: forced hits (exact quota per step)
+  cpu::EngineConfig cpu;
+  cuda::EngineConfig cuda;
   bool full = false;
-  std::optional<double> hit_rate;
-  std::string coherence = "per-head";
-  int lag_min = 1, lag_max = 64;
-  int threads = 0, chunk_tokens = 256, block_rows = 16;
-  std::string isa = "auto";
-  int device = 0;
-  bool graph = false;
   int steps = 16, warmup = 4;
   std::uint64_t seed = 1;
   std::string trace;
   bool no_cupti = false, dram = false, nsys = false;
   std::string nsys_output = "mactune-profile";
+  FieldFlags flags;
+
+  bool forced_hits() const { return flags.option("--hit-rate")->count() > 0; }
 };
 
 std::atomic<bool> g_stop{false};
@@ -67,73 +69,38 @@ extern "C" void on_signal(int) {
 
 // The same loop as a command line: what `--nsys` runs under nsys (CUPTI off: nsys owns it).
 std::vector<std::string> loop_command(const ProfileArgs& a) {
-  auto s = [](auto v) {
-    std::ostringstream o;
-    o << v;
-    return o.str();
+  std::vector<std::string> w = {
+      prof::self_executable("mactune"), "profile", "--backend", a.backend, "--context",
+      std::to_string(a.context)};
+  auto add = [&w](const std::vector<std::string>& more) {
+    w.insert(w.end(), more.begin(), more.end());
   };
-  std::vector<std::string> w = {prof::self_executable("mactune"),
-                                "profile",
-                                "--backend",
-                                a.backend,
-                                "--batch",
-                                s(a.shape.batch),
-                                "--context",
-                                s(a.context),
-                                "--q-heads",
-                                s(a.shape.q_heads),
-                                "--kv-heads",
-                                s(a.shape.kv_heads),
-                                "--head-dim",
-                                s(a.shape.head_dim),
-                                "--dtype",
-                                a.dtype,
-                                "--page-size",
-                                s(a.shape.page_size)};
+  add(a.flags.args("shape"));
   if (a.full) {
     w.push_back("--full");
   } else {
-    for (const auto& [flag, value] :
-         {std::pair<const char*, std::string>{"--K", s(a.mac.ring_capacity)},
-          {"--r", s(a.mac.band)},
-          {"--tau", s(a.mac.tau)},
-          {"--pick", a.pick},
-          {"--min-context", s(a.mac.min_context)},
-          {"--summary-dtype", a.summary_dtype}})
-      w.insert(w.end(), {flag, value});
-    if (a.hit_rate)
-      w.insert(w.end(), {"--hit-rate", s(*a.hit_rate), "--coherence", a.coherence, "--lag",
-                         s(a.lag_min) + ":" + s(a.lag_max)});
+    add(a.flags.args("MAC"));
+    if (a.forced_hits()) add(a.flags.args("forced hits"));
   }
-  if (a.backend == "cpu")
-    w.insert(w.end(), {"--threads", s(a.threads), "--isa", a.isa});
-  else
-    w.insert(w.end(), {"--device", s(a.device)});
-  if (a.graph) w.push_back("--graph");
-  w.insert(w.end(),
-           {"--steps", s(a.steps), "--warmup", s(a.warmup), "--seed", s(a.seed), "--no-cupti"});
+  add(a.flags.args(a.backend == "cpu" ? "CPU engine" : "CUDA engine"));
+  if (a.backend == "cuda") add({"--device", std::to_string(a.cuda.device)});
+  add({"--steps", std::to_string(a.steps), "--warmup", std::to_string(a.warmup), "--seed",
+       std::to_string(a.seed), "--no-cupti"});
   return w;
 }
 
-template <class Options>
-Options session_options(const ProfileArgs& a, PhaseSink* sink) {
-  Options o;
+template <class Engine>
+SessionOptions<Engine> session_options(const ProfileArgs& a, const Engine& engine,
+                                       PhaseSink* sink) {
+  SessionOptions<Engine> o;
   o.shape = a.shape;
-  o.shape.kv_dtype = parse_dtype(a.dtype);
   o.mac = a.mac;
-  o.mac.pick = parse_pick_rule(a.pick);
-  o.mac.summary_dtype = parse_dtype(a.summary_dtype);
   o.mac_enabled = !a.full;
-  if (a.hit_rate) {
-    MACTUNE_REQUIRE(*a.hit_rate >= 0.0 && *a.hit_rate <= 1.0, "--hit-rate ", *a.hit_rate,
-                    " must be in [0, 1]");
-    MACTUNE_REQUIRE(a.lag_min >= 1 && a.lag_max >= a.lag_min, "--lag ", a.lag_min, ":", a.lag_max,
-                    " must be LO:HI with 1 <= LO <= HI");
+  if (a.forced_hits()) {
+    o.forced = a.forced;
     o.forced.enabled = true;
-    o.forced.hit_rate = *a.hit_rate;
-    o.forced.coherence = parse_coherence(a.coherence);
-    o.forced.lag = {LagKind::uniform, double(a.lag_min), double(a.lag_max)};
   }
+  o.engine = engine;
   o.max_context = a.context + a.warmup + a.steps + 1;
   o.phases = sink;
   return o;
@@ -151,11 +118,10 @@ prof::TraceCheckOptions decode_checks(const ProfileArgs& a, int steps) {
 
 std::string mode_text(const ProfileArgs& a) {
   if (a.full) return "full attention";
-  if (!a.hit_rate) return "MAC, natural matching";
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "MAC, forced hit rate %g (%s, lag %d:%d)", *a.hit_rate,
-                a.coherence.c_str(), a.lag_min, a.lag_max);
-  return buf;
+  if (!a.forced_hits()) return "MAC, natural matching";
+  return "MAC, forced hit rate " + format_real(a.forced.hit_rate) + " (" +
+         std::string(name_of(a.forced.coherence)) + ", lag " +
+         FieldCodec<LagDistribution>::text(a.forced.lag) + ")";
 }
 
 void print_dram(const prof::DramComparison& c) {
@@ -166,32 +132,20 @@ void print_dram(const prof::DramComparison& c) {
       c.l2_requested / 1048576.0, c.measured_write / 1048576.0, c.modeled_write / 1048576.0);
 }
 
-template <class Session, class Options>
-void profile_session(const ProfileArgs& a, const std::string& device_label,
-                     std::vector<std::string> device_names, bool is_cuda) {
+template <DecodeSession Session>
+void profile_session(const ProfileArgs& a, const typename Session::Engine& engine,
+                     const std::string& device_label, std::vector<std::string> device_names,
+                     bool is_cuda) {
   prof::CpuPhaseTracer tracer;
   tracer.ignore(Phase::step);  // the loop records each step itself, with its stats
   prof::NvtxPhaseSink nvtx;
   prof::TeeSink tee{&tracer, nvtx.active() ? &nvtx : nullptr};
-  Options opt = session_options<Options>(a, tee.get());
-  if constexpr (requires { opt.engine.threads; }) {
-    opt.engine.threads = a.threads;
-    opt.engine.chunk_tokens = a.chunk_tokens;
-    opt.engine.block_rows = a.block_rows;
-    opt.engine.isa = a.isa;
-  }
-  if constexpr (requires { opt.engine.graph; }) {
-    opt.engine.graph = a.graph;
-    opt.engine.device = a.device;
-  }
+  const auto opt = session_options(a, engine, tee.get());
   Session session(opt);
   const std::string instance = session.instance_name();
   tracer.set_default_instance(instance);
-  std::vector<int> requests;
-  for (int b = 0; b < a.shape.batch; ++b) {
-    requests.push_back(session.add_request());
-    session.prefill_synthetic(requests.back(), a.context, a.seed + 7919u * unsigned(b));
-  }
+  // The tuner's prefill (one seed per request, from --seed); the steps draw their own inputs.
+  const std::vector<int> requests = prefilled_step(session, a.shape.batch, a.context, a.seed).ids;
   auto activity = is_cuda && !a.no_cupti
                       ? prof::make_activity_collector()
                       : prof::make_null_collector(is_cuda ? "CUPTI off (--no-cupti)"
@@ -199,7 +153,8 @@ void profile_session(const ProfileArgs& a, const std::string& device_label,
   std::printf("profile: %s on %s\n", instance.c_str(), device_label.c_str());
   std::printf("  shape: batch %d, context %d, Hq %d, Hkv %d, D %d, %s KV, page %d; %s\n",
               a.shape.batch, a.context, a.shape.q_heads, a.shape.kv_heads, a.shape.head_dim,
-              a.dtype.c_str(), a.shape.page_size, mode_text(a).c_str());
+              std::string(dtype_name(a.shape.kv_dtype)).c_str(), a.shape.page_size,
+              mode_text(a).c_str());
   std::printf("  activity: %s\n  NVTX: %s\n", activity->status().c_str(),
               !prof::nvtx_compiled()       ? "not in this build"
               : prof::nvtx_tool_attached() ? "a tool is attached (ranges in domain mactune)"
@@ -262,7 +217,7 @@ void profile_session(const ProfileArgs& a, const std::string& device_label,
     std::printf("\nDRAM: the CPU backend has no hardware counters here; modeled bytes above\n");
   if (a.dram && is_cuda && !loop.steps.empty()) {
     // A separate run of the last step's inputs, replayed per pass: never used for timing.
-    const prof::StepInputs in =
+    const StepInputs in =
         prof::make_step_inputs(opt.shape, a.shape.batch, a.seed, a.warmup + a.steps - 1);
     const StepStats stats = session.step(requests, in.q, in.k, in.v, false).stats;
     prof::RangeCounter counter;
@@ -290,7 +245,7 @@ void run_profile(const ProfileArgs& a) {
     // so the kernels find their tune point in the tuner's database (docs/profiling.md).
     std::ostringstream w;
     w << "b=" << a.shape.batch << " ctx=" << a.context;
-    if (a.hit_rate) w << " hit=" << *a.hit_rate;
+    if (a.forced_hits()) w << " hit=" << a.forced.hit_rate;
     w << " K=" << a.mac.ring_capacity << " r=" << a.mac.band;
     std::cerr << "# then: mactune nsys summary " << prof::shell_quote(a.nsys_output + ".sqlite")
               << " --db mactune.db --workload " << prof::shell_quote(w.str()) << '\n'
@@ -301,9 +256,10 @@ void run_profile(const ProfileArgs& a) {
   }
   if (a.backend == "cpu") {
 #if MACTUNE_PROFILE_CPU
-    const DeviceFingerprint fp = cpu_fingerprint(a.threads);
-    profile_session<cpu::Session, cpu::SessionOptions>(
-        a, fp.name + " (" + fp.arch + ", " + std::to_string(fp.threads) + " threads)", {}, false);
+    const DeviceFingerprint fp = cpu_fingerprint(a.cpu.threads);
+    profile_session<cpu::Session>(
+        a, a.cpu, fp.name + " (" + fp.arch + ", " + std::to_string(fp.threads) + " threads)", {},
+        false);
 #else
     throw Error("--backend cpu: this build has no CPU engine (kernels/cpu)");
 #endif
@@ -312,11 +268,10 @@ void run_profile(const ProfileArgs& a) {
 #if MACTUNE_PROFILE_CUDA
   const cuda::GpuStatus& gpu = cuda::gpu_status();
   if (!gpu.usable) throw Error("--backend cuda: " + gpu.why_not);
-  const DeviceFingerprint fp = cuda::device_fingerprint(a.device);
+  const DeviceFingerprint fp = cuda::device_fingerprint(a.cuda.device);
   std::vector<std::string> names(static_cast<std::size_t>(gpu.count));
-  if (a.device < gpu.count) names[static_cast<std::size_t>(a.device)] = fp.name;
-  profile_session<cuda::Session, cuda::SessionOptions>(a, fp.name + " (" + fp.arch + ")",
-                                                       std::move(names), true);
+  if (a.cuda.device < gpu.count) names[static_cast<std::size_t>(a.cuda.device)] = fp.name;
+  profile_session<cuda::Session>(a, a.cuda, fp.name + " (" + fp.arch + ")", std::move(names), true);
 #else
   throw Error(
       "--backend cuda: this build has no CUDA session (configure with MACTUNE_ENABLE_CUDA=ON "
@@ -329,42 +284,16 @@ void add_profile(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "profile", "Trace a decode loop: Chrome/Perfetto trace, per-phase summary, DRAM bytes");
   cmd->add_option("--backend", a->backend, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--batch", a->shape.batch, "requests decoded together")->capture_default_str();
   cmd->add_option("--context", a->context, "tokens of KV per request before the first step")
       ->capture_default_str();
-  cmd->add_option("--q-heads", a->shape.q_heads, "query heads (Hq)")->capture_default_str();
-  cmd->add_option("--kv-heads", a->shape.kv_heads, "KV heads (Hkv)")->capture_default_str();
-  cmd->add_option("--head-dim", a->shape.head_dim, "head dimension (D)")->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "KV dtype: bf16, f16 or f32")->capture_default_str();
-  cmd->add_option("--page-size", a->shape.page_size, "tokens per KV page")->capture_default_str();
-  cmd->add_option("--K", a->mac.ring_capacity, "ring entries per head")->capture_default_str();
-  cmd->add_option("--r", a->mac.band, "band: tokens always recomputed")->capture_default_str();
-  cmd->add_option("--tau", a->mac.tau, "match threshold")->capture_default_str();
-  cmd->add_option("--pick", a->pick, "nearest, newest or normalized")->capture_default_str();
-  cmd->add_option("--min-context", a->mac.min_context, "MAC runs from this position on")
-      ->capture_default_str();
-  cmd->add_option("--summary-dtype", a->summary_dtype, "ring summary dtype: f32 or bf16")
-      ->capture_default_str();
   cmd->add_flag("--full", a->full, "full attention (the baseline) instead of MAC");
-  cmd->add_option("--hit-rate", a->hit_rate, "force this hit rate (exact quota per step)");
-  cmd->add_option("--coherence", a->coherence, "forced hits per-head or per-group")
-      ->capture_default_str();
-  cmd->add_option_function<std::string>(
-      "--lag",
-      [a](const std::string& s) {
-        const auto colon = s.find(':');
-        MACTUNE_REQUIRE(colon != std::string::npos, "--lag '", s, "' must be LO:HI");
-        a->lag_min = std::stoi(s.substr(0, colon));
-        a->lag_max = std::stoi(s.substr(colon + 1));
-      },
-      "forced-hit lag m - p, uniform in LO:HI (default 1:64)");
-  cmd->add_option("--threads", a->threads, "CPU worker threads (0: all)")->capture_default_str();
-  cmd->add_option("--chunk-tokens", a->chunk_tokens, "CPU: minimum tokens per work item")
-      ->capture_default_str();
-  cmd->add_option("--block-rows", a->block_rows, "CPU: KV rows per block")->capture_default_str();
-  cmd->add_option("--isa", a->isa, "CPU: auto, avx512, avx2 or generic")->capture_default_str();
-  cmd->add_option("--device", a->device, "CUDA device")->capture_default_str();
-  cmd->add_flag("--graph", a->graph, "CUDA: run each step as a CUDA graph");
+  cmd->add_option("--device", a->cuda.device, "CUDA device")->capture_default_str();
+  // Every field of the shape, the MAC settings, the forced hits and both engines' configs.
+  a->flags.add(*cmd, a->shape, "shape", "shape");
+  a->flags.add(*cmd, a->mac, "mac", "MAC");
+  a->flags.add(*cmd, a->forced, "forced", "forced hits");  // --hit-rate turns forced hits on
+  a->flags.add(*cmd, a->cpu, "cpu", "CPU engine");
+  a->flags.add(*cmd, a->cuda, "cuda", "CUDA engine");
   cmd->add_option("--steps", a->steps, "measured steps")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "steps before measuring (not traced)")
       ->capture_default_str();

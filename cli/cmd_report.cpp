@@ -22,7 +22,7 @@ struct ReportArgs {
 tuner::DecideOptions options(const ReportArgs& a) {
   tuner::DecideOptions o;
   o.tie_tolerance = a.tie_tolerance;
-  o.ties = tuner::parse_tie_rule(a.ties);
+  o.ties = parse_enum<tuner::TieRule>(a.ties);
   return o;
 }
 

@@ -135,7 +135,7 @@ void CpuPhaseTracer::add_to(Timeline& timeline, int pid) const {
     const std::string name = own_name ? t.name : "worker " + std::to_string(++worker);
     timeline.name_thread(pid, t.os_tid, name, static_cast<int>(i) + (t.named ? 0 : 100));
     for (const PhaseSpan& s : t.spans) {
-      Span span{std::string(phase_name(s.phase)), "phase", pid, t.os_tid, s.start_ns, s.end_ns, {}};
+      Span span{std::string(name_of(s.phase)), "phase", pid, t.os_tid, s.start_ns, s.end_ns, {}};
       if (s.instance != 0 && s.instance < names.size())
         span.args.push_back({"instance", names[s.instance]});
       timeline.add(std::move(span));

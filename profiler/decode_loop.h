@@ -2,9 +2,9 @@
 // timed on the profiler clock, inside one registered NVTX range "measure" (the capture range of
 // `nsys -c nvtx`), with device activity collected around the measured steps only and (CUDA
 // backend) cudaProfilerStart/Stop around them for `nsys --capture-range=cudaProfilerApi`.
-// Works with any session that has the mactune::cpu::Session API (step(requests, q, k, v,
-// advance) -> Result with .stats, instance_name()); the session reports its phases, the step
-// included, to the sink it was built with.
+// Works with any session of the step contract (kernels/session.h, StepSession: the CPU and CUDA
+// engines); the session reports its phases, the step included, to the sink it was built with.
+// Step i's inputs are synthetic_step() of step_seed(seed, i): the tuner's generator.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 #include "kernels/forced.h"
 #include "kernels/phase.h"
 #include "kernels/problem.h"
+#include "kernels/session.h"
 #include "profiler/activity.h"
 #include "profiler/clock.h"
 #include "profiler/cpu_tracer.h"
@@ -41,12 +42,11 @@ struct LoopResult {
   std::string instance;       // the session's instance name
 };
 
-// Pre-RoPE q [n, Hq, D] and new k, v [n, Hkv, D] of one step: uniform in [-1, 1), never zero
-// vectors, the same for a given (seed, step) on every backend.
-struct StepInputs {
-  std::vector<float> q, k, v;
-};
-StepInputs make_step_inputs(const Problem& shape, int n, std::uint64_t seed, int step);
+// Pre-RoPE q [n, Hq, D] and new k, v [n, Hkv, D] of step `step` of a loop seeded with `seed`:
+// kernels/session.h's synthetic_step(), the same for a given (seed, step) on every backend.
+inline StepInputs make_step_inputs(const Problem& shape, int n, std::uint64_t seed, int step) {
+  return synthetic_step(shape, n, step_seed(seed, step));
+}
 
 // cudaProfilerStart in the constructor and cudaProfilerStop in the destructor when `enabled`
 // (and this build has CUDA); nothing otherwise.
@@ -61,7 +61,7 @@ class CudaProfilerRange {
   bool started_ = false;
 };
 
-template <class Session>
+template <StepSession Session>
 LoopResult run_decode_loop(Session& session, std::span<const int> requests, const Problem& shape,
                            const LoopOptions& options, CpuPhaseTracer& tracer,
                            ActivityCollector& activity) {

@@ -19,7 +19,7 @@ static_assert(static_cast<int>(Phase::ring_write) + 1 == kPhases.size(),
 }  // namespace
 
 std::string nvtx_message(Phase phase, std::string_view instance) {
-  std::string m(phase_name(phase));
+  std::string m(name_of(phase));
   if (!instance.empty()) {
     m += '/';
     m += instance;
@@ -31,7 +31,7 @@ bool parse_nvtx_message(std::string_view message, std::string* phase, std::strin
   const auto slash = message.find('/');
   const std::string_view head = message.substr(0, slash);
   for (Phase p : kPhases) {
-    if (phase_name(p) != head) continue;
+    if (name_of(p) != head) continue;
     if (phase) *phase = std::string(head);
     if (instance)
       *instance =

@@ -78,7 +78,7 @@ ProfileSummary summarize(const std::vector<ThreadSpans>& threads,
         if (i >= 0) per_step[static_cast<std::size_t>(i)].push_back({s.start_ns, s.end_ns});
       }
     PhaseStat st;
-    st.name = std::string(phase_name(p));
+    st.name = std::string(name_of(p));
     std::vector<double> wall, thread;
     std::size_t spans = 0;
     for (auto& v : per_step) {

@@ -247,10 +247,10 @@ TEST(CpuSessionApi, InstanceNamesAndRegistry) {
   EXPECT_EQ(Session(o).instance_name(), "full_cpu_generic_hd64_f32");
   const auto all = instances();
   std::map<std::string, int> seen;
-  for (const InstanceInfo& i : all) {
+  for (const InstanceDesc& i : all) {
     ++seen[i.name];
-    EXPECT_EQ(i.backend, "cpu");
-    EXPECT_TRUE(i.family == "mac" || i.family == "full");
+    EXPECT_EQ(i.backend, Backend::cpu);
+    EXPECT_TRUE(i.family == Family::mac || i.family == Family::full);
     EXPECT_NE(i.config.find("head_dim="), std::string::npos);
   }
   EXPECT_EQ(seen.size(), all.size()) << "names are unique";
@@ -346,10 +346,10 @@ TEST(CpuSessionApi, ReportsEveryPhaseOfAStep) {
   EXPECT_EQ(on_caller(Phase::step), 12);
   for (Phase p :
        {Phase::rope, Phase::append, Phase::plan, Phase::attend, Phase::merge, Phase::ring_write})
-    EXPECT_EQ(on_caller(p), 12) << phase_name(p);
+    EXPECT_EQ(on_caller(p), 12) << name_of(p);
   EXPECT_EQ(on_caller(Phase::match), 12 - o.mac.min_context) << "match runs from min_context";
   for (Phase p : {Phase::step, Phase::rope, Phase::append, Phase::plan, Phase::ring_write})
-    EXPECT_EQ(sink.on_workers[p], 0) << phase_name(p);
+    EXPECT_EQ(sink.on_workers[p], 0) << name_of(p);
   EXPECT_EQ(sink.names.size(), 1u);
   EXPECT_EQ(sink.names.count(s.instance_name()), 1u) << "phases carry the instance name";
 }

@@ -110,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, MacCpuBf16Summaries, ::testing::ValuesIn(kAllIsa
 
 TEST(MacCpuFeatures, ForcedHitsPerHeadAndPerGroupMatchReferenceWithExactQuota) {
   for (const Coherence c : {Coherence::per_head, Coherence::per_group}) {
-    SCOPED_TRACE(std::string(coherence_name(c)));
+    SCOPED_TRACE(std::string(name_of(c)));
     SessionOptions o = small(DType::bf16, 64, 4, 16);
     o.forced.enabled = true;
     o.forced.hit_rate = 0.375;

@@ -336,7 +336,7 @@ int main(int argc, char** argv) {
     }
   }
   if (std::string(argv[1]) == "--list") {
-    for (const mactune::InstanceInfo& i : mactune::cuda::instances())
+    for (const mactune::InstanceDesc& i : mactune::cuda::instances())
       std::cout << i.name << " " << i.config << "\n";
     return 0;
   }

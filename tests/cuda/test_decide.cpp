@@ -60,7 +60,7 @@ struct DecideSetup {
 };
 
 void PrintTo(const DecideSetup& s, std::ostream* os) {
-  *os << pick_rule_name(s.pick) << (s.forced ? " forced " : " ") << coherence_name(s.coherence);
+  *os << name_of(s.pick) << (s.forced ? " forced " : " ") << name_of(s.coherence);
 }
 
 class Decide : public ::testing::TestWithParam<DecideSetup> {};
@@ -179,7 +179,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DecideSetup{PickRule::nearest, true, Coherence::per_group}),
     [](const auto& param_info) {
       const DecideSetup& s = param_info.param;
-      return std::string(pick_rule_name(s.pick)) +
+      return std::string(name_of(s.pick)) +
              (s.forced ? (s.coherence == Coherence::per_head ? "_ForcedPerHead" : "_ForcedPerGroup")
                        : "");
     });

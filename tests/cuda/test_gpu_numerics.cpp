@@ -83,7 +83,7 @@ class AttendCuda : public ::testing::TestWithParam<AttendParam> {};
 TEST_P(AttendCuda, MatchesReference) {
   MACTUNE_REQUIRE_GPU();
   const AttendParam& p = GetParam();
-  const AttendInstance& a = *find_attend(p.instance);
+  const AttendInstance& a = *find_instance(attend_instances(), p.instance);
   Case c;
   c.name = p.instance + "_G" + std::to_string(p.group);
   c.shape = shape_for(a.config.head_dim, a.config.kv_dtype, p.group, p.page_size);
@@ -106,7 +106,7 @@ class FullCuda : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FullCuda, MatchesReference) {
   MACTUNE_REQUIRE_GPU();
-  const FullInstance& f = *find_full(GetParam());
+  const FullInstance& f = *find_instance(full_instances(), GetParam());
   for (int g : {1, f.config.group}) {
     Case c;
     c.name = f.name + "_G" + std::to_string(g);
@@ -134,7 +134,7 @@ struct MatchParam {
 };
 
 void PrintTo(const MatchParam& p, std::ostream* os) {
-  *os << p.instance << " " << pick_rule_name(p.pick);
+  *os << p.instance << " " << name_of(p.pick);
 }
 
 std::vector<MatchParam> match_params() {
@@ -149,9 +149,9 @@ class MatchCuda : public ::testing::TestWithParam<MatchParam> {};
 
 TEST_P(MatchCuda, DecisionsEqualReference) {
   MACTUNE_REQUIRE_GPU();
-  const MatchInstance& m = *find_match(GetParam().instance);
+  const MatchInstance& m = *find_instance(match_instances(), GetParam().instance);
   Case c;
-  c.name = m.name + "_" + std::string(pick_rule_name(GetParam().pick));
+  c.name = m.name + "_" + std::string(name_of(GetParam().pick));
   c.shape = shape_for(m.config.head_dim, m.config.kv_dtype, 4, 16);
   c.mac = small_ring(DType::f32);
   c.mac.pick = GetParam().pick;
@@ -165,7 +165,7 @@ TEST_P(MatchCuda, DecisionsEqualReference) {
 INSTANTIATE_TEST_SUITE_P(Registry, MatchCuda, ::testing::ValuesIn(match_params()),
                          [](const auto& param_info) {
                            return param_info.param.instance + "_" +
-                                  std::string(pick_rule_name(param_info.param.pick));
+                                  std::string(name_of(param_info.param.pick));
                          });
 
 // ---- options of the step, on the first attend instance.
@@ -209,7 +209,7 @@ TEST(StepCuda, OneItemPerSegmentMatchesReference) {
 TEST(StepCuda, ForcedHitsEqualReferenceDecisions) {
   MACTUNE_REQUIRE_GPU();
   for (Coherence coh : {Coherence::per_head, Coherence::per_group}) {
-    Case c = default_case(std::string("forced_") + std::string(coherence_name(coh)));
+    Case c = default_case(std::string("forced_") + std::string(name_of(coh)));
     c.forced.enabled = true;
     c.forced.hit_rate = 0.6;
     c.forced.coherence = coh;

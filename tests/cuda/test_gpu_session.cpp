@@ -132,7 +132,7 @@ TEST(SessionCuda, AsyncStepsAreTimedOnTheDevice) {
   ASSERT_EQ(phases.size(), 5u);  // rope, match, plan, attend, merge
   double sum = 0;
   for (const auto& [phase, ms] : phases) {
-    EXPECT_GE(ms, 0.0) << phase_name(phase);
+    EXPECT_GE(ms, 0.0) << name_of(phase);
     sum += ms;
   }
   EXPECT_LE(sum, s.last_step_ms() * 1.01 + 1e-3);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cuda/config.h"
+#include "kernels/cuda/instance_grid.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/session.h"
@@ -117,14 +118,23 @@ bool glob_match(std::string_view pat, std::string_view s) {
 }
 
 TEST(CudaRegistry, NamesAreCanonicalUniqueAndFiltered) {
-  const std::vector<InstanceInfo> all = instances();
+  const std::vector<InstanceDesc> all = instances();
   ASSERT_FALSE(all.empty()) << "no CUDA instance was built";
   EXPECT_EQ(all.size(), static_cast<std::size_t>(MACTUNE_TEST_INSTANCE_COUNT));
   std::set<std::string> names;
-  for (const InstanceInfo& i : all) {
+  for (const InstanceDesc& i : all) {
     EXPECT_TRUE(names.insert(i.name).second) << "duplicate " << i.name;
-    EXPECT_EQ(i.backend, "cuda");
-    EXPECT_EQ(i.name.rfind(i.family + "_cuda_", 0), 0u) << i.name;
+    EXPECT_EQ(i.backend, Backend::cuda);
+    EXPECT_EQ(i.name.rfind(std::string(name_of(i.family)) + "_cuda_", 0), 0u) << i.name;
+  }
+  // The descriptions the dispatch catalog reads (generated from the same grid, no kernels)
+  // are the registry's.
+  const std::vector<InstanceDesc> grid = built_instance_descs();
+  ASSERT_EQ(grid.size(), all.size());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(grid[i].name, all[i].name);
+    EXPECT_EQ(grid[i].family, all[i].family);
+    EXPECT_EQ(grid[i].config, all[i].config);
   }
   for (const auto& i : attend_instances()) {
     EXPECT_EQ(i.name, instance_name(i.config));
@@ -173,11 +183,12 @@ TEST(CudaRegistry, CanImplementSaysWhyNot) {
   bad.kv_heads = 3;
   EXPECT_FALSE(a.can_implement(bad).empty());
   EXPECT_GT(a.workspace_bytes(p, 100), 0u);
-  EXPECT_THROW(select_attend(t), InputError);
-  EXPECT_THROW(select_attend(p, "attend_cuda_hd999_g8_t64_s2_bf16"), InputError);
-  EXPECT_EQ(&select_attend(p, a.name), &a);
-  EXPECT_EQ(find_attend(a.name), &a);
-  EXPECT_EQ(find_attend("nope"), nullptr);
+  EXPECT_THROW(select_instance(attend_instances(), t), InputError);
+  EXPECT_THROW(select_instance(attend_instances(), p, "attend_cuda_hd999_g8_t64_s2_bf16"),
+               InputError);
+  EXPECT_EQ(&select_instance(attend_instances(), p, a.name), &a);
+  EXPECT_EQ(find_instance(attend_instances(), a.name), &a);
+  EXPECT_EQ(find_instance(attend_instances(), "nope"), nullptr);
 }
 
 TEST(CudaDevice, StatusIsDecidedOnceAndExplained) {

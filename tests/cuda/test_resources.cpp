@@ -71,9 +71,9 @@ TEST(CudaResources, EveryInstanceHasNoSpillsAndNoStack) {
   const std::filesystem::path dir = MACTUNE_TEST_PTXAS_LOG_DIR;
   const std::vector<std::string> archs = split(MACTUNE_TEST_CUDA_ARCHS, ',');
   ASSERT_FALSE(archs.empty());
-  const std::vector<InstanceInfo> all = instances();
+  const std::vector<InstanceDesc> all = instances();
   ASSERT_FALSE(all.empty());
-  for (const InstanceInfo& inst : all) {
+  for (const InstanceDesc& inst : all) {
     const std::filesystem::path log = dir / (inst.name + ".cu.o.ptxas.log");
     std::ifstream in(log);
     ASSERT_TRUE(in) << "no ptxas report for " << inst.name << " at " << log

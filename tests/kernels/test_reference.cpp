@@ -247,10 +247,10 @@ TEST(Reference, PickRulesAndTheTieBreakToTheOlderPosition) {
         EXPECT_EQ(d.p, 30);
       }
       if (m == 40) {
-        EXPECT_EQ(d.p, rule == PickRule::newest ? 35 : 30) << pick_rule_name(rule);
+        EXPECT_EQ(d.p, rule == PickRule::newest ? 35 : 30) << name_of(rule);
       }
       if (m == 44) {
-        EXPECT_EQ(d.hit, rule == PickRule::normalized) << pick_rule_name(rule);
+        EXPECT_EQ(d.hit, rule == PickRule::normalized) << name_of(rule);
         if (d.hit) {
           EXPECT_EQ(d.p, 30);
         }

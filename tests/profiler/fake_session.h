@@ -1,4 +1,4 @@
-// A stand-in decode session for the profiler's tests: it has the mactune::cpu::Session step API
+// A stand-in decode session for the profiler's tests: it has the step contract (StepSession)
 // and reports phases the way an engine does (match, plan, merge on the calling thread; attend on
 // `workers` threads at once), spinning a little in each so spans have width. `skip_merge_at`
 // leaves merge out of one step, to check that the trace validator notices.
@@ -11,6 +11,7 @@
 
 #include "kernels/phase.h"
 #include "kernels/problem.h"
+#include "kernels/session.h"
 #include "kernels/stats.h"
 #include "profiler/clock.h"
 
@@ -18,9 +19,7 @@ namespace mactune::prof::testing {
 
 class FakeSession {
  public:
-  struct Result {
-    StepStats stats;
-  };
+  using Result = StepResult;
 
   FakeSession(const Problem& shape, PhaseSink* sink, int workers = 2, int skip_merge_at = -1)
       : shape_(shape), sink_(sink), workers_(workers), skip_merge_at_(skip_merge_at) {}

@@ -225,7 +225,7 @@ TEST(TeeSink, ForwardsInOrderAndUnwindsInReverse) {
   struct Log final : PhaseSink {
     std::string* out;
     char tag;
-    void begin(Phase p, std::string_view) override { *out += tag, *out += phase_name(p)[0]; }
+    void begin(Phase p, std::string_view) override { *out += tag, *out += name_of(p)[0]; }
     void end(Phase) override { *out += tag, *out += '.'; }
   };
   std::string trace;
@@ -250,13 +250,18 @@ TEST(StepInputs, DeterministicNonZeroAndDistinctPerStep) {
   EXPECT_NE(a.q, c.q);
   ASSERT_EQ(a.q.size(), std::size_t{2 * 8 * 64});
   ASSERT_EQ(a.k.size(), std::size_t{2 * 2 * 64});
-  double sum_abs = 0;
+  // The tuner's generator (kernels/session.h): +-U[0.25, 1), random signs.
+  double sum_abs = 0, sum = 0;
   for (float x : a.q) {
-    EXPECT_GE(x, -1.0f);
-    EXPECT_LT(x, 1.0f);
+    EXPECT_GE(std::abs(x), 0.25f);
+    EXPECT_LT(std::abs(x), 1.0f);
     sum_abs += std::abs(x);
+    sum += x;
   }
-  EXPECT_NEAR(sum_abs / double(a.q.size()), 0.5, 0.05);  // uniform in [-1, 1)
+  EXPECT_NEAR(sum_abs / double(a.q.size()), 0.625, 0.05);
+  EXPECT_NEAR(sum / double(a.q.size()), 0.0, 0.1);
+  // Step 0 of a loop is a tuner point's step: the same seed, the same q, k, v.
+  EXPECT_EQ(make_step_inputs(shape, 2, 7, 0).q, synthetic_step(shape, 2, 7).q);
 }
 
 }  // namespace

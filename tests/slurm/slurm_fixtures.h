@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "db/store.h"
-#include "schedules/dispatch_table.h"
+#include "dispatcher/table.h"
 #include "tests/tuner/cli_util.h"
 
 namespace mactune::test_slurm {
@@ -97,8 +97,8 @@ inline void expect_finish_table_equals_emit(const TempDir& dir, const std::strin
   r = run_mactune(dir, {"emit", "--db", "check.db", "--tie-tolerance", "0.05", "--ties",
                         "tolerance", "-o", "check.json", "-q"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  const sched::DispatchTable job = sched::read_table(dir.file("dispatch/" + name + ".json"));
-  const sched::DispatchTable emit = sched::read_table(dir.file("check.json"));
+  const dispatch::DispatchTable job = dispatch::read_table(dir.file("dispatch/" + name + ".json"));
+  const dispatch::DispatchTable emit = dispatch::read_table(dir.file("check.json"));
   EXPECT_EQ(job.device, emit.device);
   ASSERT_EQ(job.entries.size(), emit.entries.size());
   for (std::size_t i = 0; i < job.entries.size(); ++i)

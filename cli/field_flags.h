@@ -1,0 +1,109 @@
+// Command-line flags from field tables (kernels/fields.h): one `--name` per field ('_' spelt
+// '-'), its help and default from the table, its value read and checked by the field, so a
+// field added to a table is a flag of every command that takes its struct. A flag that would
+// clash with one the command already has is spelt `--<prefix>-name` (CUDA's `full` instance is
+// `--cuda-full` beside `mactune profile --full`).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/error.h"
+#include "kernels/fields.h"
+
+namespace mactune::cli {
+
+class FieldFlags {
+ public:
+  // Adds a flag for every field of S, writing into `target` (which must outlive the command).
+  template <Described S>
+  void add(CLI::App& cmd, S& target, std::string_view prefix, std::string_view group) {
+    for (const Field<S>& f : fields_of<S>()) {
+      std::string flag = "--" + dashed(f.name);
+      if (cmd.get_option_no_throw(flag) != nullptr)
+        flag = "--" + std::string(prefix) + "-" + dashed(f.name);
+      auto set = [&target, &f, flag](const std::string& text) {
+        try {
+          f.set(target, f.parse(text));
+        } catch (const InputError& e) {
+          input_error(flag, ": ", e.what());
+        }
+      };
+      CLI::Option* o = f.type == FieldType::boolean
+                           ? cmd.add_flag_function(
+                                 flag, [set](std::int64_t n) { set(n > 0 ? "true" : "false"); },
+                                 std::string(f.help))
+                           : cmd.add_option_function<std::string>(flag, set, std::string(f.help))
+                                 ->default_str(f.text_of(target))
+                                 ->type_name(type_name(f));
+      o->group(std::string(group));
+      flags_.push_back({std::string(group), flag, f.type == FieldType::boolean,
+                        [&target, &f] { return f.text_of(target); }, o});
+    }
+  }
+
+  // The flags of `group` with their current values, as a command line would give them.
+  std::vector<std::string> args(std::string_view group) const {
+    std::vector<std::string> out;
+    for (const Flag& f : flags_) {
+      if (f.group != group) continue;
+      const std::string v = f.value();
+      if (f.boolean) {
+        if (v == "true") out.push_back(f.flag);
+      } else {
+        out.insert(out.end(), {f.flag, v});
+      }
+    }
+    return out;
+  }
+  // Whether any flag of `group` was given on the command line.
+  bool given(std::string_view group) const {
+    for (const Flag& f : flags_)
+      if (f.group == group && f.option->count() > 0) return true;
+    return false;
+  }
+  const CLI::Option* option(std::string_view flag) const {
+    for (const Flag& f : flags_)
+      if (f.flag == flag) return f.option;
+    return nullptr;
+  }
+
+ private:
+  struct Flag {
+    std::string group, flag;
+    bool boolean = false;
+    std::function<std::string()> value;
+    CLI::Option* option = nullptr;
+  };
+  template <class S>
+  static std::string type_name(const Field<S>& f) {
+    switch (f.type) {
+      case FieldType::integer:
+        return "INT";
+      case FieldType::real:
+        return "FLOAT";
+      case FieldType::choice: {
+        std::string s = "{";
+        for (const std::string& c : f.choices) s += (s.size() > 1 ? "," : "") + c;
+        return s + "}";
+      }
+      case FieldType::instance:
+        return "NAME|auto";
+      default:
+        return "TEXT";
+    }
+  }
+  static std::string dashed(std::string_view name) {
+    std::string s(name);
+    for (char& c : s)
+      if (c == '_') c = '-';
+    return s;
+  }
+  std::vector<Flag> flags_;
+};
+
+}  // namespace mactune::cli

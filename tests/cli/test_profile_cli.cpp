@@ -1,0 +1,81 @@
+// `mactune profile` takes every field of the shape, the MAC settings, the forced hits and both
+// engines' configs as a flag derived from its field table: its name ('_' as '-'), its range
+// (one-line error, exit 2), and the same flags again in the command `--nsys` prints.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cuda/engine_config.h"
+#include "kernels/forced.h"
+#include "kernels/problem.h"
+#include "tests/cli_process.h"
+
+namespace mactune {
+namespace {
+
+struct Dir {
+  std::string path() const { return std::filesystem::temp_directory_path().string(); }
+};
+
+test_cli::CliResult profile(std::vector<std::string> args) {
+  args.insert(args.begin(), "profile");
+  return test_cli::run_mactune(Dir{}, args);
+}
+
+template <class S>
+void expect_flags(const std::string& help, std::initializer_list<std::string_view> renamed = {}) {
+  for (const Field<S>& f : fields_of<S>()) {
+    std::string flag = "--" + std::string(f.name);
+    for (char& c : flag)
+      if (c == '_') c = '-';
+    for (std::string_view r : renamed)
+      if (r == f.name) flag = "--cuda-" + flag.substr(2);
+    EXPECT_NE(help.find(flag), std::string::npos) << flag << " missing from:\n" << help;
+  }
+}
+
+TEST(ProfileCli, EveryFieldOfEveryTableIsAFlag) {
+  const auto r = profile({"--help"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_flags<Problem>(r.out);
+  expect_flags<MacParams>(r.out);
+  expect_flags<ForcedHits>(r.out);
+  expect_flags<cpu::EngineConfig>(r.out);
+  expect_flags<cuda::EngineConfig>(r.out, {"full"});  // `--full` profiles the baseline
+}
+
+TEST(ProfileCli, FlagsAreCheckedByTheirFields) {
+  auto r = profile({"--block-rows", "129"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_NE(r.err.find("mactune: error: --block-rows: value 129 is out of range"),
+            std::string::npos)
+      << r.err;
+  r = profile({"--pick", "farthest"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--pick: unknown pick rule 'farthest'"), std::string::npos) << r.err;
+}
+
+TEST(ProfileCli, TheNsysCommandRepeatsEverySetting) {
+  const auto r = profile({"--backend", "cpu", "--accept-eps", "0.5", "--min-context", "0",
+                          "--chunk-tokens", "64", "--hit-rate", "0.9", "--lag", "1:8", "--nsys"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* want : {"--accept-eps 0.5", "--min-context 0", "--chunk-tokens 64",
+                           "--hit-rate 0.9", "--lag 'uniform(1,8)'", "--rectify forward"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << " missing from: " << r.out;
+}
+
+TEST(ProfileCli, ShortCpuLoopRunsWithTheNewFlags) {
+  const auto r = profile({"--backend",     "cpu", "--batch",      "1",  "--context",    "96",
+                          "--q-heads",     "4",   "--kv-heads",   "2",  "--head-dim",   "64",
+                          "--K",           "32",  "--r",          "16", "--accept-eps", "0.5",
+                          "--min-context", "0",   "--block-rows", "32", "--threads",    "1",
+                          "--steps",       "2",   "--warmup",     "0"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("profile: mac_cpu_"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mactune
