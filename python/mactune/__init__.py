@@ -31,7 +31,7 @@ from mactune._mactune import (
     ForcedHits,
     FullChoice,
     InputError,
-    InstanceInfo,
+    InstanceDesc,
     LagDistribution,
     MacChoice,
     MacParams,
@@ -56,7 +56,7 @@ except ImportError:
 
 __all__ = [
     "GROUP_MODES", "Choice", "DeviceFingerprint", "Dispatcher", "Error", "ForcedHits",
-    "FullChoice", "InputError", "InstanceInfo", "LagDistribution", "MacChoice", "MacParams",
+    "FullChoice", "InputError", "InstanceDesc", "LagDistribution", "MacChoice", "MacParams",
     "Problem", "RingEntry", "StepResult", "StepStats", "Trace", "__version__", "build_info",
     "calibrate", "cpu", "cpu_fingerprint", "cuda", "instances", "replay",
 ]

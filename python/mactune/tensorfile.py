@@ -3,7 +3,7 @@
 The format (https://github.com/huggingface/safetensors): an 8-byte little-endian header length
 N, N bytes of JSON ``{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
 {str: str}}`` padded with spaces to a multiple of 8, then the tensor bytes, which must tile the
-data section exactly (the project's reader, tuner/replay/safetensors.h, checks that).
+data section exactly (the project's reader, replay/safetensors.h, checks that).
 """
 
 from __future__ import annotations

@@ -1,21 +1,21 @@
-// Dispatch tables at run time (schedules/dispatch.h): load a table, select a choice.
+// Dispatch tables at run time (dispatcher/dispatch.h): load a table, select a choice.
 //
 //   d = mactune.Dispatcher("dispatch/cpu-quick.json")        # refused -> one warning, fallback
 //   c = d.select(mactune.Problem(batch=1, q_heads=32, kv_heads=8, head_dim=128), 32768, 0.9)
 //   if c.use_mac: run_mac(c.mac.instance, c.mac.ring_capacity, c.mac.band, c.mac.params)
 
+#include "dispatcher/catalog.h"
+#include "dispatcher/dispatch.h"
 #include "python/src/common.h"
-#include "schedules/catalog.h"
-#include "schedules/dispatch.h"
 
 namespace mactune::py {
 namespace {
 
-using sched::Choice;
-using sched::Dispatcher;
-using sched::FullChoice;
-using sched::LoadOptions;
-using sched::MacChoice;
+using dispatch::Choice;
+using dispatch::Dispatcher;
+using dispatch::FullChoice;
+using dispatch::LoadOptions;
+using dispatch::MacChoice;
 
 // A refusal goes to `warn` (a Python callable) when given, else to stderr as in C++.
 LoadOptions load_options(bool check_device, const std::optional<DeviceFingerprint>& device,
@@ -47,36 +47,22 @@ void bind_dispatch(nb::module_& m) {
       .def(
           "mac_params",
           [](const MacChoice& c, const MacParams& base) {
-            MacParams p = base;
-            p.ring_capacity = c.ring_capacity;
-            p.band = c.band;
-            if (c.tau) p.tau = *c.tau;
-            // MAC settings the tuner measured with travel in params (as text or numbers).
-            for (const auto& [key, value] : c.params) {
-              const auto* text = std::get_if<std::string>(&value);
-              const auto* integer = std::get_if<std::int64_t>(&value);
-              const auto* real = std::get_if<double>(&value);
-              if (key == "pick" && text) p.pick = parse_pick_rule(*text);
-              if (key == "rectify" && text) p.rectify = parse_rectify(*text);
-              if (key == "summary_dtype" && text) p.summary_dtype = parse_dtype(*text);
-              if (key == "min_context" && integer) p.min_context = static_cast<int>(*integer);
-              if (key == "accept_eps" && (real || integer))
-                p.accept_eps = real ? *real : static_cast<double>(*integer);
-            }
+            MacParams p = dispatch::mac_settings(c, base);  // the MAC table reads params
             require_valid(p);
             return p;
           },
           nb::arg("base") = MacParams{},
-          "`base` with this choice's K, r, tau (when the table has one) and the MAC settings "
-          "in its params (pick, rectify, summary_dtype, min_context, accept_eps): the session "
-          "settings it was measured with.")
+          "`base` with this choice's K, r, tau (when the table has one) and every other MAC "
+          "setting in its params (summary_dtype, pick, rectify, accept_eps, min_context, "
+          "subtract_guard: the fields of MacParams' table): the session settings it was "
+          "measured with.")
       .def("__repr__", [](const MacChoice& c) { return "MacChoice(" + c.instance + ")"; });
 
   nb::class_<Choice>(m, "Choice", "What select() answered: full attention or MAC, and how.")
       .def_prop_ro(
           "source",
           [](const Choice& c) {
-            return c.source == sched::ChoiceSource::table ? "table" : "fallback";
+            return c.source == dispatch::ChoiceSource::table ? "table" : "fallback";
           },
           "'table' or 'fallback'")
       .def_prop_ro(
@@ -89,9 +75,9 @@ void bind_dispatch(nb::module_& m) {
       .def_prop_ro(
           "instance", [](const Choice& c) { return c.instance(); },
           "the kernel to launch ('' when no instance fits the shape)")
-      .def("describe", &sched::describe, "one line, as the C++ describe() prints")
-      .def("__str__", &sched::describe)
-      .def("__repr__", [](const Choice& c) { return "<Choice " + sched::describe(c) + ">"; });
+      .def("describe", &dispatch::describe, "one line, as the C++ describe() prints")
+      .def("__str__", &dispatch::describe)
+      .def("__repr__", [](const Choice& c) { return "<Choice " + dispatch::describe(c) + ">"; });
 
   nb::class_<Dispatcher>(
       m, "Dispatcher",
@@ -131,7 +117,7 @@ void bind_dispatch(nb::module_& m) {
       .def_prop_ro(
           "table",
           [](const Dispatcher& d) {
-            return d.table() ? json_to_python(sched::to_json(*d.table())) : nb::none();
+            return d.table() ? json_to_python(dispatch::to_json(*d.table())) : nb::none();
           },
           "the accepted table as a dict (its JSON), or None")
       .def_prop_ro(
@@ -139,7 +125,7 @@ void bind_dispatch(nb::module_& m) {
           "the catalog: instances a table may name, in fallback preference order");
 
   m.def(
-      "instances", [] { return sched::default_catalog().instances(); },
+      "instances", [] { return dispatch::default_catalog().instances(); },
       "Every kernel instance this build holds (CPU first, widest ISA first; then CUDA).");
 }
 

@@ -1,17 +1,17 @@
-// Replay and calibration (tuner/replay/): the same settings as `mactune replay` / `calibrate`,
+// Replay and calibration (replay/): the same settings as `mactune replay` / `calibrate`,
 // returning the same fields as their --json documents (parsed into dicts: the one serializer
-// in tuner/replay/replay_json.cpp writes both), and decode traces read with the project's own
+// in replay/replay_json.cpp writes both), and decode traces read with the project's own
 // validating reader.
 #include "python/src/common.h"
-#include "tuner/replay/calibrate.h"
-#include "tuner/replay/replay.h"
-#include "tuner/replay/schedule.h"
+#include "replay/calibrate.h"
+#include "replay/replay.h"
+#include "replay/schedule.h"
 
 namespace mactune::py {
 namespace {
 
-using tuner::DecodeTrace;
-using tuner::ReplaySettings;
+using replay::DecodeTrace;
+using replay::ReplaySettings;
 
 // A scalar or a sequence of them, as a list (the CLI's comma lists).
 template <class T>
@@ -34,12 +34,12 @@ ReplaySettings base_settings(const std::string& pick, int min_context,
                              const std::string& kv_dtype, const std::string& engine, int threads,
                              bool baseline) {
   ReplaySettings s;
-  s.mac.pick = parse_pick_rule(pick);
+  s.mac.pick = parse_enum<PickRule>(pick);
   s.mac.min_context = min_context;
   s.mac.summary_dtype = parse_dtype(summary_dtype);
-  s.mac.rectify = parse_rectify(rectify);
+  s.mac.rectify = parse_enum<Rectify>(rectify);
   s.kv_dtype = parse_dtype(kv_dtype);
-  s.engine = tuner::parse_replay_engine(engine);
+  s.engine = parse_enum<replay::ReplayEngine>(engine);
   s.threads = threads;
   s.baseline = baseline;
   return s;
@@ -75,12 +75,12 @@ void bind_replay(nb::module_& m) {
               require_valid(s.mac);
               grid.push_back(s);
             }
-        std::vector<tuner::ReplayPoint> points;
+        std::vector<replay::ReplayPoint> points;
         {
           nb::gil_scoped_release unlocked;
-          points = tuner::replay_trace(trace, ls, grid);
+          points = replay::replay_trace(trace, ls, grid);
         }
-        return parse_json(tuner::replay_json(trace, points));
+        return parse_json(replay::replay_json(trace, points));
       },
       nb::arg("trace"), nb::kw_only(), nb::arg("layers").none() = nb::none(), nb::arg("K") = 512,
       nb::arg("r") = 256, nb::arg("tau") = 0.45, nb::arg("pick") = "nearest",
@@ -113,7 +113,7 @@ void bind_replay(nb::module_& m) {
         std::vector<const DecodeTrace*> ptrs;
         for (const DecodeTrace& t : opened) ptrs.push_back(&t);
 
-        tuner::CalibrationOptions opt;
+        replay::CalibrationOptions opt;
         opt.base = base_settings(pick, min_context, summary_dtype, rectify, kv_dtype, engine,
                                  threads, false);
         opt.ring_capacities = as_list<int>(K, "K");
@@ -124,19 +124,19 @@ void bind_replay(nb::module_& m) {
         opt.max_err = max_err;
         opt.against_ref = against_ref;
         opt.validate();
-        std::vector<tuner::LayerCalibration> result;
+        std::vector<replay::LayerCalibration> result;
         {
           nb::gil_scoped_release unlocked;
-          result = tuner::calibrate(ptrs, layers ? *layers : std::vector<int>{}, opt);
+          result = replay::calibrate(ptrs, layers ? *layers : std::vector<int>{}, opt);
         }
-        const tuner::LayerSchedule schedule = tuner::calibration_schedule(result, opt, ptrs);
+        const replay::LayerSchedule schedule = replay::calibration_schedule(result, opt, ptrs);
         const std::string comment =
             "per-layer MAC-Attention settings written by "
             "mactune.calibrate\nbudget: err_" +
             metric + " <= " + std::to_string(max_err);
-        if (!output.is_none()) tuner::save_layer_schedule(fspath(output), schedule, comment);
-        nb::object doc = parse_json(tuner::calibration_json(result, opt, ptrs));
-        doc["schedule"] = tuner::layer_schedule_yaml(schedule, comment);
+        if (!output.is_none()) replay::save_layer_schedule(fspath(output), schedule, comment);
+        nb::object doc = parse_json(replay::calibration_json(result, opt, ptrs));
+        doc["schedule"] = replay::layer_schedule_yaml(schedule, comment);
         return doc;
       },
       nb::arg("traces"), nb::kw_only(), nb::arg("max_err"), nb::arg("metric") = "p99",
@@ -150,7 +150,7 @@ void bind_replay(nb::module_& m) {
       "metric stays within max_err, over one trace or a list (errors pooled), as `mactune "
       "calibrate`. Returns its --json document as a dict ({'traces', 'metric', 'max_err', "
       "'against_ref', 'layers': [{layer, traces, pick, chosen, points}]}) plus 'schedule': the "
-      "YAML text, also written to `output` when given (tuner::load_layer_schedule reads it).");
+      "YAML text, also written to `output` when given (replay::load_layer_schedule reads it).");
 
   nb::class_<DecodeTrace>(m, "Trace",
                           "A decode trace (safetensors), validated by the project's reader: "
@@ -173,7 +173,7 @@ void bind_replay(nb::module_& m) {
       .def(
           "load_layer",
           [](const DecodeTrace& t, int layer) {
-            tuner::TraceLayer l = t.load_layer(layer);
+            replay::TraceLayer l = t.load_layer(layer);
             const auto T = std::size_t(l.steps), H = std::size_t(l.q_heads),
                        Hk = std::size_t(l.kv_heads), D = std::size_t(l.head_dim);
             nb::dict d;

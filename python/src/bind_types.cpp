@@ -1,11 +1,11 @@
-// The core value types (kernels/problem.h, forced.h, stats.h, device.h, registry.h) and the
+// The core value types (kernels/problem.h, forced.h, stats.h, device.h, instance.h) and the
 // array checks every binding uses.
 #include <sstream>
 
 #include "kernels/device.h"
 #include "kernels/forced.h"
+#include "kernels/instance.h"
 #include "kernels/problem.h"
-#include "kernels/registry.h"
 #include "kernels/stats.h"
 #include "python/src/common.h"
 
@@ -113,8 +113,8 @@ void bind_types(nb::module_& m) {
         .add("band", &MacParams::band, "r: tokens always recomputed")
         .add("tau", &MacParams::tau, "hit iff d^2 < 2 D (1 - tau)^2; tau >= 1 disables hits")
         .text(
-            "pick", [](const MacParams& p) { return std::string(pick_rule_name(p.pick)); },
-            [](MacParams& p, std::string_view s) { p.pick = parse_pick_rule(s); },
+            "pick", [](const MacParams& p) { return std::string(name_of(p.pick)); },
+            [](MacParams& p, std::string_view s) { p.pick = parse_enum<PickRule>(s); },
             "'nearest' | 'newest' | 'normalized'")
         .add("min_context", &MacParams::min_context, "steps with m < min_context are misses")
         .text(
@@ -123,8 +123,8 @@ void bind_types(nb::module_& m) {
             [](MacParams& p, std::string_view s) { p.summary_dtype = parse_dtype(s); },
             "ring summary storage: 'f32' or 'bf16'")
         .text(
-            "rectify", [](const MacParams& p) { return std::string(rectify_name(p.rectify)); },
-            [](MacParams& p, std::string_view s) { p.rectify = parse_rectify(s); },
+            "rectify", [](const MacParams& p) { return std::string(name_of(p.rectify)); },
+            [](MacParams& p, std::string_view s) { p.rectify = parse_enum<Rectify>(s); },
             "'forward' (default) | 'subtract'")
         .add("accept_eps", &MacParams::accept_eps, "acceptance gate: 1 = off")
         .add("subtract_guard", &MacParams::subtract_guard, "subtract mode: removal guard")
@@ -139,22 +139,8 @@ void bind_types(nb::module_& m) {
                                   "'normal' (mean a, sd b).");
     Fields<LagDistribution>(c)
         .text(
-            "kind",
-            [](const LagDistribution& l) {
-              return std::string(l.kind == LagKind::fixed     ? "fixed"
-                                 : l.kind == LagKind::uniform ? "uniform"
-                                                              : "normal");
-            },
-            [](LagDistribution& l, std::string_view s) {
-              if (s == "fixed")
-                l.kind = LagKind::fixed;
-              else if (s == "uniform")
-                l.kind = LagKind::uniform;
-              else if (s == "normal")
-                l.kind = LagKind::normal;
-              else
-                input_error("unknown lag kind '", s, "' (expected fixed, uniform or normal)");
-            },
+            "kind", [](const LagDistribution& l) { return std::string(name_of(l.kind)); },
+            [](LagDistribution& l, std::string_view s) { l.kind = parse_enum<LagKind>(s); },
             "'fixed' | 'uniform' | 'normal'")
         .add("a", &LagDistribution::a, "fixed lag, lower bound, or mean")
         .add("b", &LagDistribution::b, "upper bound or standard deviation")
@@ -168,9 +154,8 @@ void bind_types(nb::module_& m) {
         .add("enabled", &ForcedHits::enabled, "force the decisions")
         .add("hit_rate", &ForcedHits::hit_rate, "round(hit_rate x units) units hit per step")
         .text(
-            "coherence",
-            [](const ForcedHits& f) { return std::string(coherence_name(f.coherence)); },
-            [](ForcedHits& f, std::string_view s) { f.coherence = parse_coherence(s); },
+            "coherence", [](const ForcedHits& f) { return std::string(name_of(f.coherence)); },
+            [](ForcedHits& f, std::string_view s) { f.coherence = parse_enum<Coherence>(s); },
             "'per-head' | 'per-group'")
         .add("lag", &ForcedHits::lag, "LagDistribution of m - p")
         .add("seed", &ForcedHits::seed, "draws are pure functions of (seed, step, unit)")
@@ -223,13 +208,26 @@ void bind_types(nb::module_& m) {
   m.def("cpu_fingerprint", &cpu_fingerprint, nb::arg("threads") = 0,
         "The CPU this process runs on, with `threads` workers (0: all logical CPUs).");
   {
-    nb::class_<InstanceInfo> c(m, "InstanceInfo", "One compiled kernel instance.");
-    Fields<InstanceInfo>(c)
-        .add("name", &InstanceInfo::name, "canonical name")
-        .add("backend", &InstanceInfo::backend, "'cpu' | 'cuda'")
-        .add("family", &InstanceInfo::family, "'mac' | 'full' | 'match' | 'attend' | 'merge'")
-        .add("config", &InstanceInfo::config, "the config fields, 'key=value,...'")
-        .finish("InstanceInfo");
+    nb::class_<InstanceDesc> c(m, "InstanceDesc",
+                               "One compiled kernel instance, as its engine describes it.");
+    Fields<InstanceDesc>(c)
+        .add("name", &InstanceDesc::name, "canonical name")
+        .text(
+            "backend", [](const InstanceDesc& d) { return std::string(name_of(d.backend)); },
+            [](InstanceDesc& d, std::string_view s) { d.backend = parse_enum<Backend>(s); },
+            "'cpu' | 'cuda'")
+        .text(
+            "family", [](const InstanceDesc& d) { return std::string(name_of(d.family)); },
+            [](InstanceDesc& d, std::string_view s) { d.family = parse_enum<Family>(s); },
+            "'mac' | 'full' | 'match' | 'attend' | 'merge'")
+        .add("config", &InstanceDesc::config, "the config fields, 'key=value,...'")
+        .finish("InstanceDesc");
+    c.def(
+        "can_implement",
+        [](const InstanceDesc& d, const Problem& p) {
+          return d.can_implement ? d.can_implement(p) : std::string();
+        },
+        "'' when the instance runs the shape on this machine, else why not.");
   }
 }
 

@@ -1,7 +1,7 @@
-// The decode-session API both engines share (cpu::Session, cuda::Session), bound once as a
-// template: requests, step, prefill, ring state, forced hits, engine changes. Inputs are seen
-// in place (no copies); the GIL is released while the engine runs, so other Python threads
-// (a serving loop's scheduler) go on meanwhile.
+// The decode-session API both engines share (cpu::Session, cuda::Session: the DecodeSession
+// contract of kernels/session.h), bound once as a template: requests, step, prefill, ring state,
+// forced hits, engine changes. Inputs are seen in place (no copies); the GIL is released while the
+// engine runs, so other Python threads (a serving loop's scheduler) go on meanwhile.
 #pragma once
 
 #include <array>
@@ -10,6 +10,7 @@
 
 #include "kernels/forced.h"
 #include "kernels/problem.h"
+#include "kernels/session.h"
 #include "kernels/stats.h"
 #include "python/src/common.h"
 
@@ -52,7 +53,7 @@ inline bool parse_requests(nb::handle requests, std::vector<int>& ids) {
 }
 
 // One step of `requests` on host arrays (see the docstring of Session.step below).
-template <class S>
+template <DecodeSession S>
 StepResult host_step(S& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
                      const AnyArray& v, nb::handle out, bool advance, int device_type) {
   const Problem& p = s.options().shape;
@@ -120,8 +121,9 @@ inline constexpr bool kDeviceStep = requires(S& x) {
                 static_cast<float*>(nullptr), static_cast<void*>(nullptr), true);
 };
 
-// Binds the shared API on `c`. `device_type`: where the engine reads its arrays from.
-template <class S>
+// Binds the shared API (the session contract, kernels/session.h) on `c`. `device_type`: where
+// the engine reads its arrays from.
+template <DecodeSession S>
 void bind_session_api(nb::class_<S>& c, int device_type) {
   c.def("add_request", &S::add_request,
         "Takes the lowest free request slot and returns its id (InputError when all are taken).");
