@@ -169,6 +169,11 @@ struct mactune::FieldTable<mactune::MacParams> {
         field<&M::min_context>("min_context", "min_context",
                                "steps below this position are plain misses")
             .range(0, kMaxContext),
+        field<&M::subtract_guard>("subtract_guard", "subtract_guard",
+                                  "rectify subtract: the entry is empty when 1 - t < this")
+            .range(0, 1)
+            .open_below()
+            .open_above(),
     };
     return t;
   }
@@ -216,10 +221,7 @@ inline void require_valid(const Problem& p) {
 }
 
 inline std::string validate(const MacParams& p) {
-  std::string why = range_error(p);  // the table's ranges and choices (above)
-  if (why.empty() && (!(p.subtract_guard > 0.0) || p.subtract_guard >= 1.0))
-    why = "subtract_guard = " + format_real(p.subtract_guard) + " must be in (0, 1)";
-  return why;
+  return range_error(p);  // the table's ranges and choices (above)
 }
 
 inline void require_valid(const MacParams& p) {

@@ -140,6 +140,8 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
     s.write_best_config(b);
     s.connection().exec(
         "DROP TABLE key_formats; DELETE FROM schema_version WHERE version = 3;"
+        "ALTER TABLE workloads DROP COLUMN subtract_guard;"
+        "ALTER TABLE fidelity DROP COLUMN subtract_guard;"
         "UPDATE workloads SET key = 'b=4,ctx=32768,hq=8,hkv=2,d=128,kv=bf16,page=16,hit=0.9,"
         "lag=uniform(256,4096),coh=per-head,K=512,r=256,tau=0.45,pick=nearest,minctx=2048,"
         "sum=f32,rect=forward,eps=1';"
