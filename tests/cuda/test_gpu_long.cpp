@@ -66,7 +66,7 @@ struct LongParam {
 };
 
 void PrintTo(const LongParam& p, std::ostream* os) {
-  *os << p.instance << " page " << p.page_size << " " << pick_rule_name(p.pick);
+  *os << p.instance << " page " << p.page_size << " " << name_of(p.pick);
 }
 
 // The production instances (hd128, bf16) and the first instance of every other stage count;
@@ -96,7 +96,7 @@ class LongItemsCuda : public ::testing::TestWithParam<LongParam> {};
 TEST_P(LongItemsCuda, MatchesReference) {
   MACTUNE_REQUIRE_GPU();
   const LongParam& p = GetParam();
-  const AttendInstance& a = *find_attend(p.instance);
+  const AttendInstance& a = *find_instance(attend_instances(), p.instance);
   Case c = long_case(p.instance + "_long", a.config, p.page_size);
   c.mac.pick = p.pick;
   c.engine.attend = a.name;
@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, LongItemsCuda, ::testing::ValuesIn(long_param
                          [](const auto& param_info) {
                            return param_info.param.instance + "_P" +
                                   std::to_string(param_info.param.page_size) + "_" +
-                                  std::string(pick_rule_name(param_info.param.pick));
+                                  std::string(name_of(param_info.param.pick));
                          });
 
 // The full baseline over long single items (hd128 bf16 instances, every page size).
