@@ -31,6 +31,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/probes.h"
@@ -40,6 +41,7 @@
 #include "kernels/cpu/storage.h"
 #include "kernels/device.h"
 #include "kernels/forced.h"
+#include "kernels/session.h"
 
 namespace mactune::bench {
 namespace {
@@ -98,15 +100,9 @@ struct Live {
       ids.push_back(session->add_request());
       session->prefill_synthetic(ids.back(), ctx, 0x5eed + static_cast<std::uint64_t>(i));
     }
-    std::mt19937_64 rng(7);
-    std::uniform_real_distribution<float> u(0.25f, 1.0f);
-    auto fill = [&](std::vector<float>& x, std::size_t n) {
-      x.resize(n);
-      for (float& e : x) e = (rng() & 1 ? 1.0f : -1.0f) * u(rng);
-    };
-    fill(q, std::size_t(b) * 32 * 128);
-    fill(k, std::size_t(b) * 8 * 128);
-    fill(v, std::size_t(b) * 8 * 128);
+    // The step's q, k, v from the generator the tuner and the profiler use.
+    StepInputs in = synthetic_step(session->options().shape, b, 7);
+    q = std::move(in.q), k = std::move(in.k), v = std::move(in.v);
     return *session;
   }
 };

@@ -37,7 +37,7 @@ Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOpt
 dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database);
 
 // Writes the table (JSON, atomically) and, when `header` is not empty, its C++ header; then
-// reads the JSON back through the schedules loader with this machine's checks when the table
+// reads the JSON back through the dispatch loader with this machine's checks when the table
 // is for this machine. Returns "" or the loader's refusal (a bug: the caller reports it).
 std::string write_dispatch(const dispatch::DispatchTable& table, const std::string& json_path,
                            const std::string& header_path, const DeviceFingerprint& here);

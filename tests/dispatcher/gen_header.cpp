@@ -1,5 +1,5 @@
 // Writes the C++ header form of a dispatch table: gen_header TABLE.json OUT.h NAMESPACE FUNCTION
-// (tests/schedules generates one at build time and compiles a test against it).
+// (tests/dispatcher generates one at build time and compiles a test against it).
 #include <cstdio>
 #include <exception>
 

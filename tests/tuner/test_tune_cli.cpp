@@ -100,7 +100,7 @@ TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
   EXPECT_NE(r.out.find("tuned 16 points"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("| bucket |"), std::string::npos) << "summary table:\n" << r.out;
 
-  // The emitted table loads through the schedules loader with this machine's checks.
+  // The emitted table loads through the dispatch loader with this machine's checks.
   std::string warning;
   dispatch::LoadOptions lo;
   lo.warn = [&](std::string_view w) { warning = std::string(w); };
