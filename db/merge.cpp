@@ -1,7 +1,11 @@
 #include "db/merge.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <set>
+
+#include "db/db_error.h"
 
 namespace mactune::db {
 namespace {
@@ -160,16 +164,22 @@ void check_instances_agree(const Connection& c, const std::string& source) {
                 " there but ", s.text(2), " here");
 }
 
-// Attaches the source read-only, as immutable when its directory cannot hold a WAL index.
+// Attaches the source read-only the way Store::open reads it (read_only_uri: no -wal or -shm
+// left beside it), as immutable when its folder cannot hold a WAL index.
 void attach_source(Connection& c, const std::string& path) {
   const std::string abs = fs::absolute(path).string();
+  c.exec("ATTACH DATABASE " + sql_literal(read_only_uri(path)) + " AS src");
   try {
-    c.exec("ATTACH DATABASE " + sql_literal(file_uri(abs, "mode=ro")) + " AS src");
     c.scalar_int("SELECT COUNT(*) FROM src.sqlite_master");
   } catch (const SqliteError&) {
     c.exec("DETACH DATABASE src");
     c.exec("ATTACH DATABASE " + sql_literal(file_uri(abs, "immutable=1")) + " AS src");
   }
+}
+
+void remove_database_files(const std::string& path) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(path + suffix, ec);
 }
 
 }  // namespace
@@ -186,7 +196,16 @@ std::int64_t MergeStats::of(const std::string& table) const {
   return 0;
 }
 
+namespace {
+MergeStats merge_one(Store& dest, const std::string& source_path, bool checked);
+}
+
 MergeStats merge_into(Store& dest, const std::string& source_path) {
+  return merge_one(dest, source_path, false);
+}
+
+namespace {
+MergeStats merge_one(Store& dest, const std::string& source_path, bool checked) {
   MergeStats stats;
   for (const auto& t : table_names()) stats.changed.emplace_back(t, 0);
   std::error_code ec;
@@ -194,8 +213,8 @@ MergeStats merge_into(Store& dest, const std::string& source_path) {
     stats.same_file = true;
     return stats;
   }
-  // Validates the source (exists, is a database, not corrupt at the header, right version).
-  Store::open(source_path, {.mode = OpenMode::read_only});
+  // Validates the source (exists, is an intact database at this schema version).
+  if (!checked) Store::open(source_path, {.mode = OpenMode::read_only, .verify = true});
 
   Connection& c = dest.connection();
   attach_source(c, source_path);
@@ -214,6 +233,40 @@ MergeStats merge_into(Store& dest, const std::string& source_path) {
   }
   c.exec("DETACH DATABASE src");
   return stats;
+}
+}  // namespace
+
+std::vector<MergedInput> merge_files(const std::vector<std::string>& inputs,
+                                     const std::string& output) {
+  for (const std::string& in : inputs)
+    Store::open(in, {.mode = OpenMode::read_only, .verify = true});
+  std::error_code ec;
+  std::vector<MergedInput> out;
+  if (fs::exists(output, ec)) {
+    // Added to in place, one transaction per input: another process may have the file open
+    // (a shard still writing, a reader), which a renamed copy would cut off.
+    Store dest = Store::open(output);
+    for (const std::string& in : inputs) out.push_back({in, merge_one(dest, in, true)});
+    return out;
+  }
+  // A new output is built under a temporary name beside it and renamed when complete, so a
+  // failure leaves no output (and no temporary) at all.
+  const std::string tmp = output + ".tmp-" + std::to_string(getpid());
+  try {
+    {
+      Store dest = Store::open(tmp);
+      for (const std::string& in : inputs) out.push_back({in, merge_one(dest, in, true)});
+    }  // closed: its WAL is checkpointed into the file and removed
+    fs::rename(tmp, output, ec);
+    if (ec) input_error("cannot create '", output, "': ", ec.message());
+  } catch (const DbError& e) {
+    remove_database_files(tmp);
+    throw e.for_file(output);
+  } catch (...) {
+    remove_database_files(tmp);
+    throw;
+  }
+  return out;
 }
 
 }  // namespace mactune::db

@@ -31,4 +31,16 @@ struct MergeStats {
 // when it is not, or when an instance name carries a different config in the two files.
 MergeStats merge_into(Store& dest, const std::string& source_path);
 
+struct MergedInput {
+  std::string path;
+  MergeStats stats;
+};
+
+// `mactune db merge`: every input is checked first (readable, even from a read-only folder;
+// intact by quick_check; this schema version), before the output is touched. A new output is
+// written under a temporary name in its folder and renamed at the end: on any failure no
+// output and no temporary remain. An existing output is added to in place.
+std::vector<MergedInput> merge_files(const std::vector<std::string>& inputs,
+                                     const std::string& output);
+
 }  // namespace mactune::db

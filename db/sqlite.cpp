@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "db/db_error.h"
+
 namespace mactune::db {
 
 namespace detail {
@@ -15,36 +17,68 @@ void sqlite_check_failed(sqlite3* db, int rc, const char* file, int line, const 
     const char* msg = sqlite3_errmsg(db);
     if (msg != nullptr && std::string_view(msg) != sqlite3_errstr(rc)) out << " (" << msg << ')';
   }
-  throw SqliteError(out.str(), db != nullptr ? sqlite3_extended_errcode(db) : rc);
+  throw_db_error(db, db != nullptr ? sqlite3_extended_errcode(db) : rc, out.str());
 }
 
 }  // namespace detail
 
+namespace {
+// "file:/a/b%3F.db?mode=ro" -> the path as the user would name it.
+std::string display_name_of_uri(const std::string& uri) {
+  if (uri.rfind("file:", 0) != 0) return uri;
+  std::string path;
+  for (std::size_t i = 5; i < uri.size() && uri[i] != '?' && uri[i] != '#'; ++i) {
+    if (uri[i] == '%' && i + 2 < uri.size()) {
+      path += static_cast<char>(std::stoi(uri.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      path += uri[i];
+    }
+  }
+  return detail::relative_display(path);
+}
+}  // namespace
+
 Connection::Connection(const std::string& path, int flags) {
+  const int timeout_ms = default_lock_timeout_ms();  // may throw: before anything is open
   const int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     // sqlite allocates a handle even on failure, to carry the message.
     std::ostringstream out;
     out << "cannot open '" << path << "': " << (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
     const int code = db_ ? sqlite3_extended_errcode(db_) : rc;
+    const int sys_errno = db_ ? sqlite3_system_errno(db_) : 0;
     sqlite3_close_v2(db_);
     db_ = nullptr;
+    DbFailure f{};
+    if (detail::classify(code, sys_errno, &f))
+      throw DbError(display_name_of_uri(path), f, code, out.str(), sys_errno);
     throw SqliteError(out.str(), code);
   }
   sqlite3_extended_result_codes(db_, 1);
+  wait_ = detail::new_lock_wait(db_, timeout_ms);
 }
 
 Connection& Connection::operator=(Connection&& other) noexcept {
   if (this != &other) {
     if (db_ != nullptr) sqlite3_close_v2(db_);
+    detail::delete_lock_wait(wait_);
     db_ = other.db_;
+    wait_ = other.wait_;
     other.db_ = nullptr;
+    other.wait_ = nullptr;
   }
   return *this;
 }
 
 Connection::~Connection() {
   if (db_ != nullptr) sqlite3_close_v2(db_);
+  detail::delete_lock_wait(wait_);
+}
+
+void Connection::set_lock_timeout(int timeout_ms) {
+  MACTUNE_CHECK(wait_ != nullptr, "set_lock_timeout on a closed connection");
+  detail::set_lock_timeout(wait_, timeout_ms);
 }
 
 void Connection::exec(std::string_view sql) {

@@ -27,9 +27,16 @@ class SqliteError : public Error {
 
 namespace detail {
 // Out of line and cold: names file:line, the call, the result code and sqlite's own message.
+// Throws DbError (db/db_error.h) for a damaged, locked, full or unwritable file, else
+// SqliteError.
 [[noreturn, gnu::noinline, gnu::cold]] void sqlite_check_failed(sqlite3* db, int rc,
                                                                 const char* file, int line,
                                                                 const char* call);
+[[noreturn]] void throw_db_error(sqlite3* db, int code, std::string detail);
+struct LockWait;  // a connection's busy handler state (db/db_error.cpp)
+LockWait* new_lock_wait(sqlite3* db, int timeout_ms);
+void delete_lock_wait(LockWait* w);
+void set_lock_timeout(LockWait* w, int timeout_ms);
 inline bool sqlite_ok(int rc) {
   return rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE;
 }
@@ -51,13 +58,18 @@ namespace mactune::db {
 
 class Statement;
 
-// One open database file. Move-only; closes on destruction.
+// One open database file. Move-only; closes on destruction. It waits for another process's
+// lock up to its lock timeout (default_lock_timeout_ms(), db/db_error.h), and stops waiting
+// when the process's interrupt flag is set.
 class Connection {
  public:
   Connection() = default;
   // flags: SQLITE_OPEN_* (READONLY or READWRITE|CREATE, plus URI). Throws SqliteError.
   Connection(const std::string& path, int flags);
-  Connection(Connection&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Connection(Connection&& other) noexcept : db_(other.db_), wait_(other.wait_) {
+    other.db_ = nullptr;
+    other.wait_ = nullptr;
+  }
   Connection& operator=(Connection&& other) noexcept;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -65,6 +77,7 @@ class Connection {
 
   sqlite3* handle() const { return db_; }
   bool is_open() const { return db_ != nullptr; }
+  void set_lock_timeout(int timeout_ms);
 
   // Runs one or more statements that return no rows of interest.
   void exec(std::string_view sql);
@@ -77,6 +90,7 @@ class Connection {
 
  private:
   sqlite3* db_ = nullptr;
+  detail::LockWait* wait_ = nullptr;  // owned; its address is the busy handler's argument
 };
 
 // A prepared statement. Parameters are 1-based, columns 0-based, as in the C API.

@@ -13,7 +13,9 @@
 #include <ctime>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
+#include "db/db_error.h"
 #include "db/settings.h"
 
 namespace mactune::db {
@@ -30,6 +32,10 @@ bool is_read_only(const SqliteError& e) {
 }
 
 [[noreturn]] void not_a_database(const std::string& path, const SqliteError& e) {
+  if (e.primary_code() == SQLITE_CORRUPT)
+    input_error("database '", path, "' is corrupt (", sqlite3_errstr(e.primary_code()),
+                "); it was left untouched: restore it from a copy, or merge the shards it came "
+                "from again");
   input_error("'", path, "' is not a usable mactune database (", sqlite3_errstr(e.primary_code()),
               "); it was left untouched");
 }
@@ -39,12 +45,13 @@ bool is_read_only(const SqliteError& e) {
               "copy it somewhere writable or pass another --db");
 }
 
-// Reading a WAL database needs its -shm index, which a reader without write access to the
-// directory cannot create. When no -wal file holds uncommitted frames, the main file is the
-// whole database and may be opened as immutable instead.
+// A read-only open leaves nothing beside the file (see read_only_uri), and reads a file in a
+// folder it cannot write: a WAL database needs its -shm index, which such a reader cannot
+// create, but when its -wal holds no frames the main file is the whole database.
 Connection open_read_only(const std::string& path) {
-  Connection c(file_uri(fs::absolute(path).string()), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  const std::string abs = fs::absolute(path).string();
   try {
+    Connection c(read_only_uri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     c.scalar_int("SELECT COUNT(*) FROM sqlite_master");
     return c;
   } catch (const SqliteError& e) {
@@ -53,8 +60,7 @@ Connection open_read_only(const std::string& path) {
     const bool wal_pending = fs::exists(path + "-wal", ec) && fs::file_size(path + "-wal", ec) > 0;
     if (!is_read_only(e) || wal_pending) throw;
   }
-  Connection imm(file_uri(fs::absolute(path).string(), "immutable=1"),
-                 SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+  Connection imm(file_uri(abs, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
   imm.scalar_int("SELECT COUNT(*) FROM sqlite_master");
   return imm;
 }
@@ -137,75 +143,104 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
   MACTUNE_REQUIRE(!path.empty(), "the database path is empty");
   std::error_code ec;
   MACTUNE_REQUIRE(!fs::is_directory(path, ec), "database '", path, "' is a directory");
-  if (read_only || fs::exists(path, ec)) {
+  if (read_only || !options.create || fs::exists(path, ec)) {
     MACTUNE_REQUIRE(fs::exists(path, ec), "database '", path, "' does not exist");
   } else {
     const fs::path parent = fs::path(path).parent_path();
     MACTUNE_REQUIRE(parent.empty() || fs::is_directory(parent, ec), "cannot create database '",
                     path, "': directory '", parent.string(), "' does not exist");
   }
+  const int timeout_ms =
+      options.busy_timeout_ms >= 0 ? options.busy_timeout_ms : default_lock_timeout_ms();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
 
   Connection c;
   try {
     c = read_only ? open_read_only(path)
                   : Connection(file_uri(fs::absolute(path).string()),
                                SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI);
-  } catch (const SqliteError& e) {
+  } catch (const DbError& e) {
     if (is_not_a_database(e)) not_a_database(path, e);
     if (!read_only && is_read_only(e)) read_only_file(path);
+    throw;
+  } catch (const SqliteError& e) {
     input_error("cannot open database '", path, "': ", e.what());
   }
   // sqlite opens a write-protected file read-only without complaint; a writer must know now.
   if (!read_only && sqlite3_db_readonly(c.handle(), "main") == 1) read_only_file(path);
-  sqlite3_busy_timeout(c.handle(), options.busy_timeout_ms);
+  c.set_lock_timeout(timeout_ms);
 
-  try {
-    if (!read_only) {
+  // Every step below is idempotent, and another process may be creating or migrating the same
+  // file (shards started together on a new database): a step that fails on the lock without
+  // sqlite's busy handler being asked (a journal-mode change, WAL recovery) is retried until
+  // the lock timeout, like every statement waits that long.
+  const auto setup = [&] {
+    try {
       // The first statements read the header and take the WAL index: a file that is not a
       // database, or cannot be written, fails here, before anything is written to it.
       // Nothing is written (not even the journal mode) before the file is known to be empty
       // or an intact mactune database.
-      if (stored_version(c, path) > 0) {
+      if ((!read_only || options.verify) && stored_version(c, path) > 0) {
         auto qc = c.prepare("PRAGMA quick_check");
         MACTUNE_REQUIRE(qc.step() && qc.text(0) == "ok", "database '", path,
                         "' is corrupt (quick_check: ", one_line(qc.text(0)),
                         "); it was left untouched");
       }
-      auto jm = c.prepare("PRAGMA journal_mode = WAL");
-      jm.step();
-      c.exec("PRAGMA synchronous = FULL");
-    }
-    c.exec("PRAGMA foreign_keys = ON");
-  } catch (const SqliteError& e) {
-    if (is_not_a_database(e)) not_a_database(path, e);
-    if (!read_only && is_read_only(e)) read_only_file(path);
-    throw;
-  }
-
-  if (read_only) {
-    const int have = stored_version(c, path);
-    const int latest = latest_version(migrations);
-    MACTUNE_REQUIRE(have > 0, "'", path, "' is empty, not a mactune database");
-    MACTUNE_REQUIRE(have <= latest, "'", path, "' has schema version ", have,
-                    ", newer than this mactune understands (", latest, ")");
-    MACTUNE_REQUIRE(have == latest, "'", path, "' has schema version ", have,
-                    "; this mactune reads version ", latest,
-                    " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
-    const std::string stale = c.table_exists("key_formats") ? detail::settings_mismatch(c) : "";
-    MACTUNE_REQUIRE(stale.empty(), "'", path, "': ", stale,
-                    " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
-  } else {
-    try {
-      migrate(c, path, migrations);
-      // The settings columns and derived keys follow the field tables (db/settings.h); a
-      // file at a version before the key formats were recorded has none to follow yet.
-      if (c.table_exists("key_formats")) detail::sync_settings(c);
+      if (!read_only) {
+        auto jm = c.prepare("PRAGMA journal_mode = WAL");
+        jm.step();
+        c.exec("PRAGMA synchronous = FULL");
+      }
+      c.exec("PRAGMA foreign_keys = ON");
     } catch (const SqliteError& e) {
-      if (is_read_only(e)) read_only_file(path);
+      if (is_not_a_database(e)) not_a_database(path, e);
+      if (!read_only && is_read_only(e)) read_only_file(path);
       throw;
+    }
+
+    if (read_only) {
+      const int have = stored_version(c, path);
+      const int latest = latest_version(migrations);
+      MACTUNE_REQUIRE(have > 0, "'", path, "' is empty, not a mactune database");
+      MACTUNE_REQUIRE(have <= latest, "'", path, "' has schema version ", have,
+                      ", newer than this mactune understands (", latest, ")");
+      MACTUNE_REQUIRE(have == latest, "'", path, "' has schema version ", have,
+                      "; this mactune reads version ", latest,
+                      " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
+      const std::string stale = c.table_exists("key_formats") ? detail::settings_mismatch(c) : "";
+      MACTUNE_REQUIRE(stale.empty(), "'", path, "': ", stale,
+                      " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
+    } else {
+      try {
+        migrate(c, path, migrations);
+        // The settings columns and derived keys follow the field tables (db/settings.h); a
+        // file at a version before the key formats were recorded has none to follow yet.
+        if (c.table_exists("key_formats")) detail::sync_settings(c);
+      } catch (const SqliteError& e) {
+        if (is_read_only(e)) read_only_file(path);
+        throw;
+      }
+    }
+  };
+  for (;;) {
+    try {
+      setup();
+      break;
+    } catch (const DbError& e) {
+      if (e.failure() != DbFailure::locked) throw;
+      if (interrupt_requested())
+        throw DbError(e.file(), DbFailure::interrupted, e.code(), e.detail());
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
   return Store(path, std::move(c));
+}
+
+std::string read_only_uri(const std::string& path) {
+  std::error_code ec;
+  const std::string abs = fs::absolute(path).string();
+  return file_uri(abs, fs::exists(path + "-wal", ec) ? "mode=ro" : "immutable=1");
 }
 
 int Store::schema_version() const {

@@ -16,7 +16,12 @@
 //    process killed at any instant leaves every committed point intact and no partial row.
 //  - Errors. A file that is not a database, a foreign SQLite file, a newer schema or a
 //    read-only file opened for writing throws InputError naming the file; nothing is
-//    written to a file that cannot be opened cleanly.
+//    written to a file that cannot be opened cleanly. A file that is damaged, locked past the
+//    lock timeout, on a full disk or unwritable later on throws DbError (db/db_error.h): one
+//    line naming the file and the condition; what was committed before stays.
+//  - Concurrency. Every statement, and every step of opening (creation, WAL setup,
+//    migration), waits for another process's lock up to the lock timeout; Ctrl-C in a tune
+//    ends the wait at once. Readers leave no -wal or -shm file behind (read_only_uri).
 #pragma once
 
 #include <cstdint>
@@ -243,7 +248,15 @@ enum class OpenMode {
 
 struct OpenOptions {
   OpenMode mode = OpenMode::read_write;
-  int busy_timeout_ms = 30000;  // wait this long for another writer (shards on one file)
+  // read_write: create a missing file (tune, merge's output); false: refuse it as read_only
+  // does (a command that reads what another wrote, such as emit).
+  bool create = true;
+  // Run PRAGMA quick_check also on a read-only open (merge's inputs: checked before the
+  // output is touched). A read-write open always checks an existing file.
+  bool verify = false;
+  // Wait this long for another writer (shards on one file); -1: default_lock_timeout_ms()
+  // (30 s, or MACTUNE_DB_TIMEOUT).
+  int busy_timeout_ms = -1;
   // The schema steps to apply; tests inject extra steps to exercise the mechanism.
   const std::vector<Migration>* migrations = nullptr;  // nullptr: builtin_migrations()
 };
@@ -309,6 +322,12 @@ class Store {
   std::string path_{};
   Connection c_;
 };
+
+// The URI a reader opens `path` with. Without a -wal file beside it no connection has the
+// database open in WAL mode and the main file is the whole database: it is opened immutable,
+// which creates no -wal or -shm file (a plain read-only open would create both and leave
+// them). With one, a writer may be at work: "mode=ro" reads its committed frames.
+std::string read_only_uri(const std::string& path);
 
 // The tables of the schema, in dependency order (parents first).
 const std::vector<std::string>& table_names();
