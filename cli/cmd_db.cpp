@@ -71,19 +71,15 @@ void print_info(const std::string& path) {
 }
 
 void run_merge(const std::vector<std::string>& inputs, const std::string& output) {
-  // Every input is checked before the output is created or touched.
-  for (const std::string& in : inputs) db::Store::open(in, {.mode = db::OpenMode::read_only});
-  db::Store out = db::Store::open(output);
   std::vector<std::pair<std::string, std::int64_t>> total;
   for (const auto& t : db::table_names()) total.emplace_back(t, 0);
-  for (const std::string& in : inputs) {
-    const db::MergeStats m = db::merge_into(out, in);
-    if (m.same_file) {
-      std::printf("%s: is the output itself, skipped\n", in.c_str());
+  for (const db::MergedInput& m : db::merge_files(inputs, output)) {
+    if (m.stats.same_file) {
+      std::printf("%s: is the output itself, skipped\n", m.path.c_str());
       continue;
     }
-    std::printf("%s: %s\n", in.c_str(), counts_line(m.changed, true).c_str());
-    for (std::size_t i = 0; i < total.size(); ++i) total[i].second += m.changed[i].second;
+    std::printf("%s: %s\n", m.path.c_str(), counts_line(m.stats.changed, true).c_str());
+    for (std::size_t i = 0; i < total.size(); ++i) total[i].second += m.stats.changed[i].second;
   }
   std::printf("-> %s: %s\n", output.c_str(), counts_line(total, true).c_str());
 }

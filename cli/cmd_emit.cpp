@@ -39,7 +39,8 @@ tuner::DecideOptions options(const EmitArgs& a) {
 }
 
 void run(const EmitArgs& a) {
-  db::Store store = db::Store::open(a.db);
+  // It stores its decisions, but only in a database `tune` wrote: a missing file is a typo.
+  db::Store store = db::Store::open(a.db, {.create = false});
   const DeviceFingerprint here = this_machine(store);
   const tuner::Selection sel = tuner::select_rows(store, a.device, here);
   const tuner::Decided d = tuner::decide_and_store(store, sel, options(a));

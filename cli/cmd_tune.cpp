@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/registry.h"
+#include "db/db_error.h"
 #include "kernels/error.h"
 #include "tuner/grid.h"
 #include "tuner/measure.h"
@@ -90,14 +91,21 @@ void run(TuneArgs& a) {
   g_stop = false;
   std::signal(SIGINT, mactune_tune_on_signal);
   std::signal(SIGTERM, mactune_tune_on_signal);
+  // A wait for another process's lock on the database ends at the signal too.
+  db::set_interrupt_flag(&g_stop);
   tuner::TuneResult r;
   try {
     r = tuner::run_tune(a.opt, progress, &g_stop);
   } catch (const tuner::Interrupted&) {
+    db::set_interrupt_flag(nullptr);
     throw Error(
         "interrupted: every point finished before the signal is stored in the database; "
         "run the same command again to resume");
+  } catch (...) {
+    db::set_interrupt_flag(nullptr);
+    throw;
   }
+  db::set_interrupt_flag(nullptr);
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (!r.decisions.empty()) std::cout << tuner::summary_table(r.decisions) << '\n';

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "cli/registry.h"
+#include "db/db_error.h"
 #include "kernels/error.h"
 
 int main(int argc, char** argv) {
@@ -14,6 +15,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "mactune 0.1.0");
   for (auto& [name, add] : mactune::cli::command_table()) add(app);
+  // A command blocked by another process's lock on a database says so after a second.
+  mactune::db::set_lock_wait_notice([](const std::string& file, int timeout_ms) {
+    std::cerr << "mactune: waiting for " << file << ": locked by another process (giving up after "
+              << timeout_ms / 1000.0 << " s; Ctrl-C stops)" << std::endl;
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -5,6 +5,7 @@
 
 #include <grp.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +42,9 @@ struct CliOptions {
   std::function<bool()> kill_when;
   int signal = SIGKILL;
   double timeout_s = 120;
+  // > 0: no file the child writes may grow past this (RLIMIT_FSIZE, SIGXFSZ ignored): its
+  // writes fail as on a full disk. The captured stdout and stderr count too.
+  long long file_size_limit = 0;
 };
 
 #ifdef MACTUNE_CLI_BINARY
@@ -55,6 +59,12 @@ CliResult run_mactune(const Dir& dir, std::vector<std::string> args, const CliOp
   if (pid == 0) {
     if (chdir(dir.path().c_str()) != 0) _exit(119);
     if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(120);
+    if (o.file_size_limit > 0) {
+      const rlimit lim{static_cast<rlim_t>(o.file_size_limit),
+                       static_cast<rlim_t>(o.file_size_limit)};
+      if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(123);
+      signal(SIGXFSZ, SIG_IGN);  // stays ignored across exec
+    }
     if (o.unprivileged && geteuid() == 0 &&
         (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
       _exit(121);

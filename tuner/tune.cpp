@@ -131,7 +131,13 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     progress.finish();
     throw;
   } catch (...) {
-    store.finish_run(run_id, db::RunStatus::failed);
+    // On a full disk or a lock held past the timeout this write may fail too: the run then
+    // stays "running" until the next run of this host marks it interrupted, and the error
+    // that stopped the sweep is the one reported.
+    try {
+      store.finish_run(run_id, db::RunStatus::failed);
+    } catch (const Error&) {
+    }
     throw;
   }
   store.finish_run(run_id, db::RunStatus::finished);

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -150,6 +151,94 @@ TEST(Db_Cli, ReadOnlyFileGivesOneLineExit2AndStaysReadable) {
   EXPECT_EQ(info.rc, 0) << info.err;
   EXPECT_NE(info.out.find("measurements 8"), std::string::npos) << info.out;
   EXPECT_TRUE(read_file(dir.file("ro.db")) == before) << "the read-only file was modified";
+}
+
+// Files a command must not leave beside the databases of `dir`.
+std::vector<std::string> debris(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.find("-wal") != std::string::npos || name.find("-shm") != std::string::npos ||
+        name.find(".tmp") != std::string::npos)
+      out.push_back(name);
+  }
+  return out;
+}
+
+// Keeps the first page (the schema) and overwrites the rest: every table is damaged.
+void damage_tables(const std::string& path) {
+  std::string bytes = read_file(path);
+  ASSERT_GT(bytes.size(), 4u * 4096);
+  for (std::size_t i = bytes.size() / 2; i < bytes.size(); ++i) bytes[i] = static_cast<char>(0xA5);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+TEST(Db_Cli, DamagedFileIsNamedAsCorruptInOneLineAndReadersLeaveNoFiles) {
+  TempDir dir;
+  write_shard(dir.file("good.db"), 0, 1);
+  Result r = mactune(dir, {"db", "info", "--db", "good.db"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = mactune(dir, {"db", "export", "--db", "good.db"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(debris(dir.path()).empty()) << "a reader left " << debris(dir.path()).front();
+
+  write_shard(dir.file("bad.db"), 0, 1);
+  damage_tables(dir.file("bad.db"));
+  const std::string before = read_file(dir.file("bad.db"));
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"db", "info", "--db", "bad.db"},
+        {"db", "export", "--db", "bad.db"},
+        {"report", "--db", "bad.db", "-o", "rep"}}) {
+    r = mactune(dir, cmd);
+    expect_one_line_error(r, "bad.db");
+    EXPECT_NE(r.err.find("corrupt"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("SELECT"), std::string::npos) << "SQL in the message: " << r.err;
+    EXPECT_TRUE(debris(dir.path()).empty()) << cmd[1] << " left " << debris(dir.path()).front();
+  }
+  EXPECT_TRUE(read_file(dir.file("bad.db")) == before) << "the damaged file was modified";
+
+  // merge checks every input before it creates the output.
+  r = mactune(dir, {"db", "merge", "good.db", "bad.db", "-o", "out.db"});
+  expect_one_line_error(r, "bad.db' is corrupt");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out.db")));
+  EXPECT_TRUE(debris(dir.path()).empty()) << debris(dir.path()).front();
+}
+
+TEST(Db_Cli, MergeReadsInputsInAReadOnlyFolder) {
+  TempDir dir;
+  const std::string ro = dir.file("ro"), w = dir.file("w");
+  std::filesystem::create_directory(ro);
+  std::filesystem::create_directory(w);
+  write_shard(ro + "/s0.db", 0, 2);
+  write_shard(ro + "/s1.db", 1, 2);
+  ASSERT_EQ(chmod(dir.path().c_str(), 0755), 0);
+  for (const char* f : {"/s0.db", "/s1.db"}) ASSERT_EQ(chmod((ro + f).c_str(), 0444), 0);
+  ASSERT_EQ(chmod(ro.c_str(), 0555), 0);
+  ASSERT_EQ(chmod(w.c_str(), 0777), 0);
+  const Result r =
+      mactune(dir, {"db", "merge", ro + "/s0.db", ro + "/s1.db", "-o", w + "/all.db"}, true);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("measurements +8"), std::string::npos) << r.out;
+  EXPECT_TRUE(debris(ro).empty()) << debris(ro).front();
+  EXPECT_TRUE(debris(w).empty()) << debris(w).front();
+  ASSERT_EQ(chmod(ro.c_str(), 0755), 0);
+}
+
+TEST(Db_Cli, LockHeldPastTheTimeoutIsOneLineNamingTheFile) {
+  TempDir dir;
+  write_shard(dir.file("s0.db"), 0, 2);
+  write_shard(dir.file("out.db"), 1, 2);
+  Connection holder(file_uri(dir.file("out.db")), SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI);
+  holder.exec("BEGIN IMMEDIATE");
+  setenv("MACTUNE_DB_TIMEOUT", "0.3", 1);
+  const Result r = mactune(dir, {"db", "merge", "s0.db", "-o", "out.db"});
+  unsetenv("MACTUNE_DB_TIMEOUT");
+  expect_one_line_error(r, "mactune: error: out.db: locked by another process for over 0.3 s");
+  EXPECT_EQ(r.err.find("BEGIN"), std::string::npos) << r.err;
+  holder.exec("COMMIT");
+  const Result again = mactune(dir, {"db", "merge", "s0.db", "-o", "out.db"});
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.out.find("measurements +4"), std::string::npos) << again.out;
 }
 
 TEST(Db_Cli, ImportNsysReportsCountsAndIsIdempotent) {

@@ -360,7 +360,7 @@ TEST(Db_MergeFiles, ACorruptInputLeavesNoOutputAndNoTemporary) {
   // removes it too.
   {
     Store other = Store::open(dir.file("other.db"));
-    InstanceInfo i = test_instance();
+    auto i = test_instance();
     i.config += ",changed=1";
     other.upsert_instance(i);
   }
