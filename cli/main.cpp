@@ -32,5 +32,5 @@ int main(int argc, char** argv) {
     std::cerr << "mactune: internal error: " << e.what() << '\n';
     return 1;
   }
-  return 0;
+  return mactune::cli::command_exit_code();
 }

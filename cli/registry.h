@@ -17,6 +17,13 @@ inline std::map<std::string, AddCommand>& command_table() {
   return table;
 }
 
+// The exit code of a command that succeeded but answers with one (`compare`: 1 when something
+// got slower); main() returns it. Errors still exit 2.
+inline int& command_exit_code() {
+  static int rc = 0;
+  return rc;
+}
+
 inline bool register_command(const std::string& name, AddCommand add) {
   command_table().emplace(name, std::move(add));
   return true;

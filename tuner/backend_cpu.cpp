@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -72,11 +74,41 @@ double session_bytes(const TunePoint& p, bool mac) {
   return b;
 }
 
+// FOR TESTS ONLY: MACTUNE_TEST_SLOWDOWN="SIDE:KEY=VALUE[,KEY=VALUE...][:FACTOR]" makes every
+// sample of the points whose side ("mac" or "full") and launch params match last FACTOR times
+// (default 2) as long, by spinning after the step inside the timed region: a build with one
+// kernel deliberately slowed, for `mactune compare`'s tests (docs/compare.md). Unset in real use.
+double test_slowdown(const TunePoint& p, bool mac) {
+  const char* env = std::getenv("MACTUNE_TEST_SLOWDOWN");
+  if (!env || !*env) return 1.0;
+  const std::string v = env;
+  const auto c1 = v.find(':');
+  MACTUNE_REQUIRE(c1 != std::string::npos, "MACTUNE_TEST_SLOWDOWN='", v,
+                  "': expected SIDE:KEY=VALUE[,...][:FACTOR]");
+  const auto c2 = v.find(':', c1 + 1);
+  const std::string side = v.substr(0, c1);
+  const std::string want = v.substr(c1 + 1, c2 == std::string::npos ? c2 : c2 - c1 - 1);
+  const double factor = c2 == std::string::npos ? 2.0 : std::strtod(v.c_str() + c2 + 1, nullptr);
+  MACTUNE_REQUIRE((side == "mac" || side == "full") && factor >= 1, "MACTUNE_TEST_SLOWDOWN='", v,
+                  "': SIDE must be mac or full and FACTOR >= 1");
+  if ((side == "mac") != mac) return 1.0;
+  std::string have = ",";
+  have.append(p.launch_text()).push_back(',');
+  std::istringstream in(want);
+  for (std::string kv; std::getline(in, kv, ',');) {
+    kv.insert(kv.begin(), ',');
+    kv.push_back(',');
+    if (have.find(kv) == std::string::npos) return 1.0;
+  }
+  return factor;
+}
+
 class CpuCase final : public Case {
  public:
   CpuCase(const TunePoint& p, bool mac, std::uint64_t seed)
       : session_(session_options(p, mac)),
-        in_(prefilled_step(session_, p.shape.batch, p.context, seed)) {}
+        in_(prefilled_step(session_, p.shape.batch, p.context, seed)),
+        slowdown_(test_slowdown(p, mac)) {}
 
   std::string instance() const override { return session_.instance_name(); }
   void run() override {
@@ -89,7 +121,13 @@ class CpuCase final : public Case {
     rusage before{}, after{};
     getrusage(RUSAGE_SELF, &before);
     timer_.start();
+    const auto t0 = std::chrono::steady_clock::now();
     const auto& r = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false);
+    if (slowdown_ > 1) {
+      const auto until = t0 + (std::chrono::steady_clock::now() - t0) * slowdown_;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
     const double s = timer_.stop();
     getrusage(RUSAGE_SELF, &after);
     disturbed_ = after.ru_nivcsw > before.ru_nivcsw;
@@ -105,6 +143,7 @@ class CpuCase final : public Case {
   SteadyTimer timer_;
   StepStats stats_;
   bool disturbed_ = false;
+  double slowdown_ = 1.0;  // MACTUNE_TEST_SLOWDOWN (tests only)
 };
 
 class CpuBackend final : public Backend {

@@ -14,6 +14,12 @@ std::string Config::id() const {
   return instance + "|" + launch_text(launch) + "|" + (mac ? fields_text(*mac) : "");
 }
 
+Verdict interval_verdict(const TimeStats& a, const TimeStats& b) {
+  if (a.q3_s < b.q1_s) return Verdict::faster;
+  if (a.q1_s > b.q3_s) return Verdict::slower;
+  return Verdict::tie;
+}
+
 namespace {
 
 // Simplicity order, the last word among tied configs: smaller ring first (less memory), then
@@ -97,7 +103,7 @@ Choice choose(std::vector<Choice> cands, double tol, const std::optional<Config>
 
 // Whether interval a lies clearly above interval b (a is slower beyond the noise).
 bool clearly_above(const TimeStats& a, const TimeStats& b) {
-  return a.q1_s > b.q3_s;
+  return interval_verdict(a, b) == Verdict::slower;
 }
 
 }  // namespace
@@ -210,9 +216,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       CurvePoint p;
       p.hit_rate = r->hit_rate;
       p.speedup = r->mac.median_s > 0 ? r->full.median_s / r->mac.median_s : 0.0;
-      p.verdict = r->mac.q3_s < r->full.q1_s   ? Verdict::faster
-                  : r->mac.q1_s > r->full.q3_s ? Verdict::slower
-                                               : Verdict::tie;
+      p.verdict = interval_verdict(r->mac, r->full);
       curves[r->variant].try_emplace(p.hit_rate, p);
     }
     int worst = -1;  // 0 ok, 1 ambiguous, 2 never

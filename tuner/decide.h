@@ -71,6 +71,11 @@ struct mactune::EnumNames<mactune::tuner::Verdict> {
 };
 namespace mactune::tuner {
 
+// The interval rule every decision (and `mactune compare`) uses: `a` is faster than `b` when
+// its interval lies wholly below b's (a.q3 < b.q1), slower when wholly above (a.q1 > b.q3),
+// and a tie when the interquartile ranges overlap.
+Verdict interval_verdict(const TimeStats& a, const TimeStats& b);
+
 // MAC vs full at one hit rate, for the chosen MAC config.
 struct CurvePoint {
   double hit_rate = 0;
