@@ -111,6 +111,8 @@ void run(TuneArgs& a) {
   if (!r.decisions.empty()) std::cout << tuner::summary_table(r.decisions) << '\n';
   std::printf("tuned %zu points in %.1f s: %zu measured, %zu already stored, %zu failed\n",
               r.points, r.seconds, r.measured, r.stored, r.failed);
+  std::printf("sampling  %.2f s of it (warm-up and samples; the rest is setup), search: %s\n",
+              r.measuring_seconds, r.search.c_str());
   std::printf("database  %s\n", r.db_path.c_str());
   if (a.opt.emit) std::printf("dispatch  %s\n", r.dispatch_path.c_str());
   if (a.opt.shard)
@@ -137,6 +139,9 @@ void add_tune(CLI::App& app) {
   cmd->add_flag("--no-emit", args->no_emit, "Do not decide or emit at the end");
   cmd->add_flag("--no-report", args->no_report, "Do not write the report");
   cmd->add_flag("--retry-failed", args->opt.retry_failed, "Measure failed points again");
+  cmd->add_option("--search", args->opt.search,
+                  "exhaustive or halving (default: the spec's search, docs/spec.md)")
+      ->check(CLI::IsMember({"exhaustive", "halving"}));
   cmd->add_flag("--dry-run", args->dry_run,
                 "List the points, what is stored and the time left; measure nothing (needs no "
                 "device: works for a GPU spec on a login node)");

@@ -92,7 +92,8 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
        "ON CONFLICT (" + point + ") DO UPDATE" +
            set_all(cols("measurements"), {"device_id", "build_id", "instance_id", "params",
                                           "workload_id", "policy", "cold"}) +
-           " WHERE measurements.status = 'failed' AND excluded.status = 'ok'"},
+           " WHERE excluded.status = 'ok' AND (measurements.status = 'failed' OR"
+           " (measurements.partial = 1 AND excluded.partial = 0))"},
       {"best_configs",
        {{"device_id", "d.id"}, {"build_id", "b.id"}, {"instance_id", "i.id"}},
        join_device("device_id", "d") + join_build("build_id", "b", true) +

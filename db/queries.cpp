@@ -22,7 +22,7 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
       " m.throttled_samples, m.notes, m.started_at, m.finished_at,"
       " i.name, i.backend, i.family, i.config, w.context, w.extra, " +
       detail::field_columns<Problem>("w") + ", " + detail::field_columns<ForcedHits>("w") + ", " +
-      detail::field_columns<MacParams>("w") +
+      detail::field_columns<MacParams>("w") + ", m.partial" +
       " FROM measurements m JOIN instances i ON i.id = m.instance_id"
       " JOIN workloads w ON w.id = m.workload_id WHERE m.device_id = ?1";
   if (f.build_id) sql += " AND m.build_id = ?2";
@@ -73,7 +73,8 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
     w.extra = s.text(31);
     int col = detail::read_fields(s, 32, w.problem);
     col = detail::read_fields(s, col, w.forced);
-    detail::read_fields(s, col, w.mac);
+    col = detail::read_fields(s, col, w.mac);
+    m.partial = s.int64(col) != 0;
     rows.push_back(std::move(r));
   }
   return rows;

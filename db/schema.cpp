@@ -306,6 +306,12 @@ const std::vector<Migration>& builtin_migrations() {
       {2, "nsys: memcpy/memset rows, launch times and range rows of kernels", apply_nsys_schema_v2},
       {3, "key formats; MAC settings in decisions spelt with the field names",
        [](Connection& c) { c.exec(kSchemaV3); }},
+      {4, "measurements.partial: rows of configs a search dropped before their full measurement",
+       [](Connection& c) {
+         c.exec(
+             "ALTER TABLE measurements ADD COLUMN partial INTEGER NOT NULL DEFAULT 0"
+             " CHECK (partial IN (0, 1))");
+       }},
   };
   return m;
 }

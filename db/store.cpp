@@ -413,6 +413,12 @@ std::optional<PointStatus> Store::point_status(const PointKey& p) const {
   return parse_enum<PointStatus>(s.text(0));
 }
 
+bool Store::point_partial(const PointKey& p) const {
+  auto s = c_.prepare(std::string("SELECT partial FROM measurements") + kPointWhere);
+  bind_point(s, p);
+  return s.step() && s.int64(0) != 0;
+}
+
 bool Store::has_measurement(const PointKey& p) const {
   return point_status(p).has_value();
 }
@@ -439,8 +445,11 @@ RecordOutcome Store::record_locked(const Measurement& m) {
   const PointKey& p = m.point;
   const bool ok = m.status == PointStatus::ok;
   const auto existing = point_status(p);
-  if (existing && (*existing == PointStatus::ok || !ok)) return RecordOutcome::kept_existing;
-  if (existing) {  // a stored failure, now measured: the ok row replaces it
+  const bool was_partial = existing && point_partial(p);
+  const bool replaces_partial = was_partial && ok && !m.partial;
+  if (existing && (*existing == PointStatus::ok || !ok) && !replaces_partial)
+    return RecordOutcome::kept_existing;
+  if (existing) {  // a stored failure (or partial row), now measured: the new row replaces it
     auto del = c_.prepare(std::string("DELETE FROM measurements") + kPointWhere);
     bind_point(del, p);
     del.run();
@@ -449,8 +458,8 @@ RecordOutcome Store::record_locked(const Measurement& m) {
       "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
       " cold, run_id, status, error, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples,"
       " rel_noise, stop_reason, modeled_bytes, clock_mhz, throttled_samples, notes, started_at,"
-      " finished_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15,"
-      " ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)");
+      " finished_at, partial) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
+      " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)");
   bind_point(ins, p);
   ins.bind_id(8, m.run_id).bind(9, name_of(m.status)).bind(10, m.error);
   const TimeStats& s = m.stats;
@@ -466,7 +475,9 @@ RecordOutcome Store::record_locked(const Measurement& m) {
   const std::string now = now_utc();
   ins.bind(24, m.started_at.empty() ? now : m.started_at);
   ins.bind(25, m.finished_at.empty() ? now : m.finished_at);
+  ins.bind(26, m.partial ? 1 : 0);
   ins.run();
+  if (replaces_partial) return RecordOutcome::replaced_partial;
   return existing ? RecordOutcome::replaced_failure : RecordOutcome::inserted;
 }
 

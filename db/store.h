@@ -124,6 +124,9 @@ struct Measurement {
   std::optional<double> clock_mhz{};
   int throttled_samples = 0;
   std::string notes{};
+  // A search (`search: halving`) dropped this config after brief samples: the row is kept (it
+  // was measured) but the decisions skip it, and a complete measurement replaces it.
+  bool partial = false;
   std::string started_at{};   // ISO 8601 UTC; now_utc() when empty
   std::string finished_at{};  // ISO 8601 UTC; now_utc() when empty
 };
@@ -131,6 +134,7 @@ struct Measurement {
 enum class RecordOutcome {
   inserted,          // a new point
   replaced_failure,  // an ok result replaced a stored failure
+  replaced_partial,  // a complete result replaced a stored partial one
   kept_existing,     // the point was already stored; nothing changed
 };
 
@@ -287,6 +291,8 @@ class Store {
   // Resume: whether the point has a stored row (ok or failed), and which.
   bool has_measurement(const PointKey& p) const;
   std::optional<PointStatus> point_status(const PointKey& p) const;
+  // Whether the stored row of the point is partial (false when there is none).
+  bool point_partial(const PointKey& p) const;
   // Stores one finished point in its own transaction (see the rules above).
   RecordOutcome record_measurement(const Measurement& m);
   // Stores several rows in one transaction: all or none. For measurements that only mean

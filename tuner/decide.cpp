@@ -148,6 +148,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     };
     std::map<std::string, Agg> full;
     for (const PairRow* r : list) {
+      if (r->full_partial) continue;
       Choice c;
       c.config = {r->full_instance, r->launch, std::nullopt};
       Agg& a = full[c.config.id()];
@@ -165,6 +166,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       a.c.score = a.c.tie_score = s.median_s;
       full_sum.emplace_back(a.c, s);
     }
+    // (Every full side partial: no candidates, and min_element is only read inside the loop.)
     const auto fastest_full =
         std::min_element(full_sum.begin(), full_sum.end(),
                          [](auto& a, auto& b) { return a.second.median_s < b.second.median_s; });
@@ -175,11 +177,13 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       full_cands.push_back(c);
     }
     d.full = choose(full_cands, opt.tie_tolerance, incumbent("full"));
+    d.full_candidates = full_cands;
 
     // MAC: each config scored by the geometric mean, over the conditions it was measured at
     // (hit rate x variant), of its time over the best time at that condition.
     std::map<std::pair<double, std::string>, const TimeStats*> best_at;
     for (const PairRow* r : list) {
+      if (r->mac_partial) continue;
       auto [it, fresh] = best_at.try_emplace({r->hit_rate, r->variant}, &r->mac);
       if (!fresh && r->mac.median_s < it->second->median_s) it->second = &r->mac;
     }
@@ -190,6 +194,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     };
     std::map<std::string, Logs> mac;
     for (const PairRow* r : list) {
+      if (r->mac_partial) continue;
       Choice c;
       c.config = {r->mac_instance, r->launch, r->mac_settings};
       Logs& l = mac[c.config.id()];
@@ -207,12 +212,13 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       mac_cands.push_back(l.c);
     }
     d.mac = choose(mac_cands, opt.tie_tolerance, incumbent("mac"));
+    d.mac_candidates = mac_cands;
 
     // Break-even of the chosen MAC config against its in-run baselines, per variant.
     std::map<std::string, std::map<double, CurvePoint>> curves;
     for (const PairRow* r : list) {
       const Config here{r->mac_instance, r->launch, r->mac_settings};
-      if (here != d.mac.config) continue;
+      if (r->mac_partial || here != d.mac.config) continue;
       CurvePoint p;
       p.hit_rate = r->hit_rate;
       p.speedup = r->mac.median_s > 0 ? r->full.median_s / r->mac.median_s : 0.0;

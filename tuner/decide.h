@@ -34,6 +34,10 @@ struct PairRow {
   Launch launch;  // launch parameters, shared by both sides
   MacParams mac_settings;
   TimeStats mac, full;  // seconds per step
+  // A side a search dropped after brief samples (db Measurement::partial): kept in the
+  // database, skipped by the decisions (a partial MAC side is no candidate and no curve point;
+  // a partial full side is no full candidate).
+  bool mac_partial = false, full_partial = false;
 };
 
 // A configuration of one side: its instance, launch parameters and (MAC) settings, typed.
@@ -94,6 +98,9 @@ struct BucketDecision {
   Bucket bucket;
   Choice full;
   Choice mac;
+  // Every candidate as scored (score, tie_score), in no particular order: `search: halving`
+  // ranks its configs by these, so it drops configs by the decisions' own scores.
+  std::vector<Choice> full_candidates, mac_candidates;
   std::map<std::string, BreakEven> by_variant;  // one per lag/coherence variant
   BreakEven break_even;  // the most conservative over variants (never > ambiguous > highest)
 };

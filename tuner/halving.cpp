@@ -7,7 +7,8 @@
 
 namespace mactune::tuner {
 
-HalvingStep halving_step(std::span<const HalvingScore> scores, double tie_tolerance) {
+HalvingStep halving_step(std::span<const HalvingScore> scores, double tie_tolerance,
+                         bool honor_ties) {
   const std::size_t n = scores.size();
   HalvingStep step;
   if (n <= 1) {
@@ -25,7 +26,7 @@ HalvingStep halving_step(std::span<const HalvingScore> scores, double tie_tolera
   std::vector<bool> keep(n, false);
   for (std::size_t k = 0; k < (n + 1) / 2; ++k) keep[order[k]] = true;
   std::size_t tied = 0;
-  for (std::size_t i = 0; i < n; ++i)
+  for (std::size_t i = 0; i < n && honor_ties; ++i)
     if (scores[i].tie_score <= best_tie * (1.0 + tie_tolerance)) keep[i] = true, ++tied;
   for (std::size_t i = 0; i < n; ++i)
     if (keep[i]) step.keep.push_back(i);

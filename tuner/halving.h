@@ -24,10 +24,13 @@ struct HalvingStep {
   bool last = false;              // no further brief round: `keep` gets the final measurement
 };
 
-// After a round: keeps the ceil(n/2) best by score plus every config whose tie score is within
-// `tie_tolerance` of the best tie score. Last when one config remains, when every remaining one
-// is tied with the best, or when nothing could be dropped.
-HalvingStep halving_step(std::span<const HalvingScore> scores, double tie_tolerance);
+// After a round: keeps the ceil(n/2) best by score plus, with `honor_ties`, every config whose
+// tie score is within `tie_tolerance` of the best tie score. Last when one config remains, when
+// (honoring ties) every remaining one is tied with the best, or when nothing could be dropped.
+// Ties are honored once the round's budget reaches the spec's min_samples: the interquartile
+// ranges of 2 or 4 samples overlap for most configs and would stop the search at once.
+HalvingStep halving_step(std::span<const HalvingScore> scores, double tie_tolerance,
+                         bool honor_ties = true);
 
 // Samples per case in brief round `round` (0-based): first, 2 first, 4 first, ..., never more
 // than max_samples.

@@ -36,7 +36,8 @@ constexpr int kMinSamplesAtCap = 3;
 
 GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
                           const MeasurePolicy& policy, double time_cap,
-                          const std::atomic<bool>* stop_flag) {
+                          const std::atomic<bool>* stop_flag,
+                          std::span<const std::vector<double>> prior) {
   const auto t0 = std::chrono::steady_clock::now();
   const StoppingPolicy& sp = policy.stop;
   const std::size_t n = cases.size();
@@ -50,6 +51,10 @@ GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
   GroupResult r;
   r.clock = backend.clock_begin();
   std::vector<Convergence> conv(n, Convergence(sp));
+  MACTUNE_CHECK(prior.empty() || prior.size() == n, "measure_group: ", prior.size(),
+                " prior sample lists for ", n, " cases");
+  for (std::size_t s = 0; s < prior.size(); ++s)
+    for (double t : prior[s]) conv[s].add(t);
   std::vector<int> discarded(n, 0);
   int disturbed = 0;
   auto all_done = [&] {
@@ -98,6 +103,7 @@ GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
     SideResult side;
     side.instance = cases[s]->instance();
     side.time = summarize(conv[s].samples());
+    side.samples = conv[s].samples();
     side.stop = capped && !conv[s].done() ? StopReason::time_cap : conv[s].reason();
     side.stats = cases[s]->stats();
     r.sides.push_back(std::move(side));

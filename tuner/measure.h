@@ -102,6 +102,7 @@ class Backend {
 struct SideResult {
   std::string instance;
   TimeStats time;
+  std::vector<double> samples;  // every kept sample, in order (seconds)
   StopReason stop = StopReason::noise;
   StepStats stats;
 };
@@ -128,9 +129,13 @@ struct GroupResult {
 // k mod n, so each takes every position equally often (ABBA for two). Every case stops on its
 // own rule; the group stops at `time_cap` seconds of wall time once every case has 3 samples.
 // `stop_flag` (may be null) is polled between samples: Interrupted is thrown when it is set.
+// `prior` (empty, or one list per case): samples a case already has from an earlier call
+// (successive halving adds to a config's samples round by round); they count towards its
+// stopping rule and its summary.
 GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
                           const MeasurePolicy& policy, double time_cap,
-                          const std::atomic<bool>* stop_flag = nullptr);
+                          const std::atomic<bool>* stop_flag = nullptr,
+                          std::span<const std::vector<double>> prior = {});
 
 // Both sides of one point (measure_group of {full, mac} with the policy's time cap).
 PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePolicy& policy,

@@ -241,6 +241,23 @@ void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
   if (!(m.stop.time_cap > 0)) rd.fail(n, "measure.time_cap", "must be positive");
 }
 
+// `search: halving` or `search: {strategy: halving, first_samples: 2}`.
+void read_search(const Reader& rd, Search& s, const YAML::Node& n) {
+  if (n.IsScalar()) {
+    s.strategy = rd.choice<SearchStrategy>(n, "search");
+    return;
+  }
+  for (const auto& e : rd.mapping(n, "search", {"strategy", "first_samples"})) {
+    if (e.key == "strategy") s.strategy = rd.choice<SearchStrategy>(e.value, "search.strategy");
+    if (e.key == "first_samples") {
+      const long long v = rd.integer(e.value, "search.first_samples");
+      if (v < 1 || v > 1000) rd.fail(e.value, "search.first_samples", "must be in [1, 1000]");
+      s.first_samples = static_cast<int>(v);
+    }
+  }
+}
+
+// `search: halving` or `search: {strategy: halving, first_samples: 2}`.
 void read_zip(const Reader& rd, Spec& spec, const YAML::Node& n) {
   if (!n.IsSequence())
     rd.fail(n, "zip", "expected a list of axis groups, e.g. [[q_heads, kv_heads]]");
@@ -342,9 +359,10 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
   const YAML::Node* zip = nullptr;
   const YAML::Node* constraints = nullptr;
   YAML::Node zip_node, constraints_node;
-  for (const auto& e : rd.mapping(root, "",
-                                  {"name", "description", "device", "kernels", "mac", "workload",
-                                   "zip", "constraints", "measure", "decide", "seed", "output"})) {
+  for (const auto& e :
+       rd.mapping(root, "",
+                  {"name", "description", "device", "kernels", "mac", "workload", "zip",
+                   "constraints", "measure", "search", "decide", "seed", "output"})) {
     if (e.key == "name") {
       spec.name = rd.scalar(e.value, "name");
       const bool ok =
@@ -385,6 +403,8 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
       constraints = &constraints_node;
     } else if (e.key == "measure") {
       read_measure(rd, spec.measure, e.value);
+    } else if (e.key == "search") {
+      read_search(rd, spec.search, e.value);
     } else if (e.key == "decide") {
       for (const auto& d : rd.mapping(e.value, "decide", {"tie_tolerance", "ties"})) {
         if (d.key == "ties") {

@@ -102,6 +102,25 @@ struct MeasurePolicy {
   std::string key() const { return std::string(name_of(mode)); }
 };
 
+// How the configs of a bucket are searched (docs/spec.md `search`). exhaustive: every point
+// measured to the stopping rule. halving: successive halving over each bucket's configs
+// (tuner/halving.h): brief interleaved rounds of `first_samples`, 2x, 4x, ... samples per case,
+// the better half kept each round, then the survivors measured as exhaustive measures.
+enum class SearchStrategy { exhaustive, halving };
+}  // namespace mactune::tuner
+template <>
+struct mactune::EnumNames<mactune::tuner::SearchStrategy> {
+  using S = tuner::SearchStrategy;
+  static constexpr std::string_view what = "search strategy";
+  static constexpr EnumName<S> names[] = {{S::exhaustive, "exhaustive"}, {S::halving, "halving"}};
+};
+namespace mactune::tuner {
+
+struct Search {
+  SearchStrategy strategy = SearchStrategy::exhaustive;
+  int first_samples = 2;  // samples per case in the first brief round
+};
+
 struct DeviceFilter {
   std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is usable, else cpu)
   std::string name = "*";        // glob over the device name
@@ -126,6 +145,7 @@ struct Spec {
   std::vector<ZipGroup> zips;
   std::vector<Constraint> constraints;
   MeasurePolicy measure;
+  Search search;
   double tie_tolerance = 0.01;  // configs within this fraction of the best score are tied
   TieRule ties = TieRule::overlap;
   std::uint64_t seed = 1;  // seeds the synthetic KV and queries of every point

@@ -170,6 +170,8 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
     p.mac_settings = mac->workload.mac;
     p.mac = mac->m.stats;
     p.full = full->m.stats;
+    p.mac_partial = mac->m.partial;
+    p.full_partial = full->m.partial;
     out.pairs.push_back(std::move(p));
   }
   return out;

@@ -12,9 +12,10 @@
 #include "profiler/nvtx.h"
 #include "tuner/axes.h"
 #include "tuner/expr.h"
+#include "tuner/sweep_parts.h"
 
 namespace mactune::tuner {
-namespace {
+namespace sweep_parts {
 
 std::string ms(double seconds) {
   std::ostringstream o;
@@ -49,6 +50,21 @@ db::Measurement row(const db::PointKey& key, db::Id run_id, const std::string& s
   return m;
 }
 
+std::string group_notes(const Backend& backend, const GroupResult& r, std::size_t cases) {
+  std::ostringstream notes;
+  notes << "timer=" << backend.timer_name() << "; clock: " << r.clock.note
+        << "; interleaved=" << cases << "; disturbed=" << r.clock.throttled_samples
+        << " (discarded " << r.discarded << ")"
+        << "; wall_s=" << format_number(std::round(r.wall_seconds * 1000) / 1000);
+  return notes.str();
+}
+
+}  // namespace sweep_parts
+
+namespace {
+
+using namespace sweep_parts;
+
 class Sweeper {
  public:
   Sweeper(Backend& b, db::Store& s, const Spec& spec, db::Id run, Progress& pr,
@@ -74,6 +90,27 @@ class Sweeper {
   }
 
   SweepCounts counts;
+
+  // What the halving search (tuner/sweep_halving.cpp) uses of this sweep.
+  sweep_parts::SweepContext context() {
+    return {backend_,
+            store_,
+            spec_,
+            run_id_,
+            progress_,
+            stop_,
+            counts,
+            [this](const PendingPoint& p, const std::string& started, const std::string& why) {
+              fail(p, started, why);
+            },
+            [this](const std::vector<PendingPoint>& pending, const std::vector<std::size_t>& g) {
+              return fits_in_memory(pending, g);
+            },
+            [this](const std::vector<PendingPoint>& pending, std::vector<std::size_t> g) {
+              group(pending, std::move(g));
+            },
+            [this] { fulls_.clear(); }};
+  }
 
  private:
   bool fits_in_memory(const std::vector<PendingPoint>& pending, const std::vector<std::size_t>& g) {
@@ -147,6 +184,7 @@ class Sweeper {
       const double cap = spec_.measure.stop.time_cap * static_cast<double>(mac_at.size());
       try {
         r = measure_group(backend_, cases, spec_.measure, cap, stop_);
+        counts.measuring_seconds += r.wall_seconds;
       } catch (const Error& e) {
         for (const auto& [i, at] : mac_at) failed[i] = e.what();
         fulls_.clear();
@@ -166,18 +204,14 @@ class Sweeper {
                     " / ", full_name);
       db::Measurement mm = row(pending[i].mac, run_id_, started);
       db::Measurement mf = row(pending[i].full, run_id_, started);
-      std::ostringstream notes;
-      notes << "timer=" << backend_.timer_name() << "; clock: " << r.clock.note
-            << "; interleaved=" << cases.size() << "; disturbed=" << r.clock.throttled_samples
-            << " (discarded " << r.discarded << ")"
-            << "; wall_s=" << format_number(std::round(r.wall_seconds * 1000) / 1000);
+      const std::string notes = group_notes(backend_, r, cases.size());
       for (auto [m, side] : {std::pair{&mm, &mac}, std::pair{&mf, &full}}) {
         m->stats = side->time;
         m->stop_reason = std::string(name_of(side->stop));
         m->modeled_bytes = static_cast<double>(side->stats.modeled_bytes());
         m->clock_mhz = r.clock.mhz;
         m->throttled_samples = r.clock.throttled_samples;
-        m->notes = notes.str() + "; skip_ratio=" +
+        m->notes = notes + "; skip_ratio=" +
                    format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4);
       }
       // The pair in one transaction: a kill cannot leave a MAC row without its baseline.
@@ -242,7 +276,20 @@ SweepCounts sweep(Backend& backend, db::Store& store, const Spec& spec, db::Id r
                   const std::vector<PendingPoint>& pending, Progress& progress,
                   const std::atomic<bool>* stop) {
   Sweeper s(backend, store, spec, run_id, progress, stop);
-  for (const auto& g : interleave_groups(pending, spec.measure.interleave)) s.group(pending, g);
+  if (spec.search.strategy == SearchStrategy::halving) {
+    // One group per bucket, in grid order of its first point.
+    std::vector<std::vector<std::size_t>> buckets;
+    std::map<std::string, std::size_t> at;
+    for (std::size_t i = 0; i < pending.size(); ++i) {
+      const auto [it, fresh] = at.try_emplace(bucket_of(*pending[i].point).key(), buckets.size());
+      if (fresh) buckets.emplace_back();
+      buckets[it->second].push_back(i);
+    }
+    sweep_parts::SweepContext ctx = s.context();
+    for (const auto& b : buckets) sweep_parts::halving_bucket(ctx, pending, b);
+  } else {
+    for (const auto& g : interleave_groups(pending, spec.measure.interleave)) s.group(pending, g);
+  }
   return s.counts;
 }
 

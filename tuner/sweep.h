@@ -30,6 +30,7 @@ std::vector<std::vector<std::size_t>> interleave_groups(const std::vector<Pendin
 
 struct SweepCounts {
   std::size_t measured = 0, failed = 0;
+  double measuring_seconds = 0;  // wall time spent sampling (warm-up included), setup excluded
 };
 
 // Measures every pending point and records it. Throws Interrupted (after recording every

@@ -58,7 +58,8 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   const std::string requested =
       opt.backend.empty() ? requested_backend(text, opt.spec_path) : opt.backend;
   std::unique_ptr<Backend> backend = make_backend(requested);
-  const Spec spec = parse_spec(text, opt.spec_path, backend->name());
+  Spec spec = parse_spec(text, opt.spec_path, backend->name());
+  if (!opt.search.empty()) spec.search.strategy = parse_enum<SearchStrategy>(opt.search);
   const DeviceFingerprint here = backend->device();
   if (!glob_match(spec.device.name, here.name))
     input_error(spec.file, ':', spec.device.line, ": device.name: '", spec.device.name,
@@ -68,6 +69,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
 
   TuneResult res;
   res.points = points.size();
+  res.search = std::string(name_of(spec.search.strategy));
   res.db_path = opt.db_path.empty() ? spec.output.db : opt.db_path;
   res.dispatch_path = opt.dispatch_path.empty() ? spec.output.dispatch : opt.dispatch_path;
   res.report_dir = opt.report_dir.empty() ? spec.output.report : opt.report_dir;
@@ -104,7 +106,11 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     k.full.instance_id = k.full_instance;
     const auto sm = store.point_status(k.mac), sf = store.point_status(k.full);
     const bool failed = sm == db::PointStatus::failed || sf == db::PointStatus::failed;
-    todo[i] = !sm || !sf || (failed && opt.retry_failed);
+    // A row a halving search left partial is measured again by an exhaustive sweep (whose
+    // complete row replaces it); a halving sweep counts it as stored.
+    const bool partial = spec.search.strategy == SearchStrategy::exhaustive &&
+                         (store.point_partial(k.mac) || store.point_partial(k.full));
+    todo[i] = !sm || !sf || (failed && opt.retry_failed) || partial;
     if (!todo[i]) ++res.stored;
   }
 
@@ -126,6 +132,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     const SweepCounts c = sweep(*backend, store, spec, run_id, pending, progress, stop);
     res.measured = c.measured;
     res.failed = c.failed;
+    res.measuring_seconds = c.measuring_seconds;
   } catch (const Interrupted&) {
     store.finish_run(run_id, db::RunStatus::interrupted);
     progress.finish();

@@ -29,6 +29,7 @@ struct TuneOptions {
   bool emit = true;                          // decide and write the dispatch table at the end
   bool report = true;                        // write the report when a report directory is known
   bool retry_failed = false;                 // measure again points stored as failed
+  std::string search;                        // "" = the spec's search strategy
   std::string command;                       // the command line, stored with the run
 };
 
@@ -38,6 +39,8 @@ struct TuneResult {
   std::size_t stored = 0;    // already stored before it (resume)
   std::size_t failed = 0;    // recorded as failed by this run
   double seconds = 0;
+  double measuring_seconds = 0;  // of `seconds`, sampling (warm-up included; setup excluded)
+  std::string search;            // the strategy used
   std::string db_path, dispatch_path, report_dir;
   std::vector<BucketDecision> decisions;  // empty with emit = false or a partial shard
 };

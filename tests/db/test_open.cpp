@@ -139,7 +139,8 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
     b.tie_set = {{b.instance, b.params, 1e-3}};
     s.write_best_config(b);
     s.connection().exec(
-        "DROP TABLE key_formats; DELETE FROM schema_version WHERE version = 3;"
+        "DROP TABLE key_formats; DELETE FROM schema_version WHERE version >= 3;"
+        "ALTER TABLE measurements DROP COLUMN partial;"
         "ALTER TABLE workloads DROP COLUMN subtract_guard;"
         "ALTER TABLE fidelity DROP COLUMN subtract_guard;"
         "UPDATE workloads SET key = 'b=4,ctx=32768,hq=8,hkv=2,d=128,kv=bf16,page=16,hit=0.9,"

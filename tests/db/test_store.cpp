@@ -134,6 +134,65 @@ TEST(Store_Measurement, FirstResultKeptOkReplacesFailure) {
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 2);
 }
 
+// A row a search left partial (brief samples of a dropped config) is kept and read back as
+// partial; another partial result keeps it, a complete one replaces it, and nothing replaces a
+// complete row with a partial one.
+TEST(Store_Measurement, CompleteResultReplacesPartial) {
+  TempDir dir;
+  Store s = Store::open(dir.file("a.db"));
+  const Keys k = add_keys(s);
+  Measurement p = ok_point(k, k.mac, k.w0, 1e-3);
+  p.partial = true;
+  p.stats.samples = 2;
+  EXPECT_EQ(s.record_measurement(p), RecordOutcome::inserted);
+  EXPECT_TRUE(s.point_partial(p.point));
+  auto rows = s.measurements({.device_id = k.device});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_TRUE(rows[0].m.partial);
+  Measurement p2 = p;
+  p2.stats = test_stats(5e-3);
+  p2.partial = true;
+  EXPECT_EQ(s.record_measurement(p2), RecordOutcome::kept_existing);
+  const Measurement full = ok_point(k, k.mac, k.w0, 2e-3);
+  EXPECT_EQ(s.record_measurement(full), RecordOutcome::replaced_partial);
+  EXPECT_FALSE(s.point_partial(p.point));
+  rows = s.measurements({.device_id = k.device});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].m.partial);
+  EXPECT_EQ(rows[0].m.stats.median_s, 2e-3);
+  EXPECT_EQ(s.record_measurement(p), RecordOutcome::kept_existing);
+  EXPECT_FALSE(s.point_partial(p.point));
+}
+
+// A database written before the partial flag (schema v3) migrates: its rows are complete.
+TEST(Store_Measurement, OlderDatabaseMigratesWithCompleteRows) {
+  TempDir dir;
+  const std::vector<Migration> v3(builtin_migrations().begin(), builtin_migrations().end() - 1);
+  ASSERT_EQ(v3.back().version, 3);
+  Measurement m;
+  {
+    Store old = Store::open(dir.file("a.db"), {.migrations = &v3});
+    EXPECT_EQ(old.schema_version(), 3);
+    const Keys k = add_keys(old);
+    m = ok_point(k, k.mac, k.w0, 1e-3);
+    old.connection().exec(
+        "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
+        " cold, status, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples, started_at,"
+        " finished_at) VALUES (" +
+        std::to_string(m.point.device_id) + ", " + std::to_string(m.point.build_id) + ", " +
+        std::to_string(m.point.instance_id) + ", '" + m.point.params + "', " +
+        std::to_string(m.point.workload_id) + ", '" + m.point.policy +
+        "', 1, 'ok', 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5, 'x', 'y')");
+  }
+  Store s = Store::open(dir.file("a.db"));
+  EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));
+  EXPECT_TRUE(s.has_measurement(m.point));
+  EXPECT_FALSE(s.point_partial(m.point));
+  const auto rows = s.measurements({.device_id = m.point.device_id});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_FALSE(rows[0].m.partial);
+}
+
 TEST(Store_Measurement, EveryPointKeyFieldIsIdentity) {
   TempDir dir;
   Store s = Store::open(dir.file("a.db"));

@@ -229,3 +229,40 @@ TEST(TunerDecide, MostConservativeVariantSetsTheBucketBreakEven) {
 
 }  // namespace
 }  // namespace mactune::tuner
+
+namespace mactune::tuner {
+namespace {
+
+// Sides a search dropped after brief samples (partial) are no candidates: a partial MAC side
+// that looks fastest is not chosen and draws no curve point; a partial full side is no full
+// candidate. Every complete candidate comes back scored.
+TEST(TunerDecide, PartialSidesAreNoCandidates) {
+  std::vector<PairRow> rows;
+  for (double hit : {0.0, 1.0}) {
+    PairRow fast = pair(hit, "chunk=64", 512, 0.5e-3, 1.0e-3);  // brief samples, dropped
+    fast.mac_partial = true;
+    fast.full_partial = true;
+    fast.full = timing(0.2e-3);  // the fastest baseline, but partial
+    rows.push_back(fast);
+    rows.push_back(pair(hit, "chunk=128", 512, 0.8e-3, 1.0e-3));
+    rows.push_back(pair(hit, "chunk=256", 512, 0.9e-3, 1.1e-3));
+  }
+  const auto d = decide(rows, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(launch_text(d[0].mac.config.launch), "chunk=128");
+  EXPECT_EQ(launch_text(d[0].full.config.launch), "chunk=128");
+  EXPECT_EQ(d[0].mac_candidates.size(), 2u);
+  EXPECT_EQ(d[0].full_candidates.size(), 2u);
+  for (const Choice& c : d[0].mac_candidates) EXPECT_NE(launch_text(c.config.launch), "chunk=64");
+  for (const auto& [variant, be] : d[0].by_variant)
+    for (const CurvePoint& p : be.curve) EXPECT_NEAR(p.speedup, 1.0 / 0.8, 1e-9);
+  // The same rows with nothing partial: the fast config wins.
+  for (PairRow& r : rows) r.mac_partial = r.full_partial = false;
+  const auto all = decide(rows, {});
+  EXPECT_EQ(launch_text(all[0].mac.config.launch), "chunk=64");
+  EXPECT_EQ(launch_text(all[0].full.config.launch), "chunk=64");
+  EXPECT_EQ(all[0].mac_candidates.size(), 3u);
+}
+
+}  // namespace
+}  // namespace mactune::tuner

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "kernels/error.h"
@@ -128,6 +129,16 @@ TEST(TunerGrid, ShippedSpecs) {
   const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
   EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 4u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(quick.device.backend, "cpu");
+  // cpu-wide: >= 16 configs per bucket (chunk x block_rows x threads x K x r), 6 buckets.
+  const Spec wide = load_spec(dir + "cpu-wide.yaml", "cpu");
+  const auto wide_pts = expand_grid(wide);
+  EXPECT_EQ(wide_pts.size(), 6u * 2u * 32u);  // buckets x hit rates x configs
+  std::map<std::string, std::set<std::string>> configs;
+  for (const auto& p : wide_pts)
+    configs[bucket_of(p).key()].insert(p.launch_text() + "|" + fields_text(p.mac));
+  EXPECT_EQ(configs.size(), 6u);
+  for (const auto& [b, c] : configs) EXPECT_GE(c.size(), 16u) << b;
+  EXPECT_EQ(wide.search.strategy, SearchStrategy::halving);
   const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", "cuda");
   EXPECT_EQ(expand_grid(cuda_quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(cuda_quick.device.backend, "cuda");

@@ -44,6 +44,14 @@ TEST(Halving, ConfigsTheIntervalsCannotSeparateFromTheBestAreNeverDropped) {
   EXPECT_TRUE(step.last) << "every kept config is tied: a tie set remains";
 }
 
+TEST(Halving, BeforeTiesAreHonoredTheBetterHalfIsKeptWhateverTheIntervals) {
+  std::vector<HalvingScore> s = {{1.00, 1.0}, {1.20, 1.0}, {1.30, 1.0}, {1.25, 1.0}};
+  const HalvingStep step = halving_step(s, 0.01, /*honor_ties=*/false);
+  EXPECT_EQ(step.keep, (std::vector<std::size_t>{0, 1}));
+  EXPECT_FALSE(step.last);
+  EXPECT_TRUE(halving_step(std::vector<HalvingScore>{{1.0, 1.0}, {1.1, 1.0}}, 0.01, false).last);
+}
+
 TEST(Halving, WithinTheToleranceIsTied) {
   const HalvingStep step = halving_step(distinct({1.000, 1.009, 1.5, 1.6}), 0.01);
   EXPECT_EQ(step.keep, (std::vector<std::size_t>{0, 1}));

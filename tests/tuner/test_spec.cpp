@@ -180,6 +180,29 @@ seed: 42
   EXPECT_NE(e.find("max_samples = 3 is below min_samples = 9"), std::string::npos) << e;
 }
 
+TEST(TunerSpec, SearchStrategy) {
+  EXPECT_EQ(parse_spec("name: t\n", "t.yaml", "cpu").search.strategy, SearchStrategy::exhaustive);
+  const Spec h = parse_spec("name: t\nsearch: halving\n", "t.yaml", "cpu");
+  EXPECT_EQ(h.search.strategy, SearchStrategy::halving);
+  EXPECT_EQ(h.search.first_samples, 2);
+  const Spec m =
+      parse_spec("name: t\nsearch: {strategy: halving, first_samples: 4}\n", "t.yaml", "cpu");
+  EXPECT_EQ(m.search.strategy, SearchStrategy::halving);
+  EXPECT_EQ(m.search.first_samples, 4);
+  EXPECT_EQ(error_of("name: t\nsearch: bayes\n")
+                .rfind("t.yaml:2: search: unknown search strategy 'bayes' (expected exhaustive or "
+                       "halving)",
+                       0),
+            0u)
+      << error_of("name: t\nsearch: bayes\n");
+  EXPECT_EQ(error_of("name: t\nsearch:\n  first_samples: 0\n")
+                .rfind("t.yaml:3: search.first_samples: must be in [1, 1000]", 0),
+            0u);
+  EXPECT_EQ(
+      error_of("name: t\nsearch:\n  budget: 3\n").rfind("t.yaml:3: search.budget: unknown key", 0),
+      0u);
+}
+
 TEST(TunerSpec, NameIsRequiredAndFileSafe) {
   EXPECT_EQ(error_of("workload: {batch: 1}\n").rfind("t.yaml:1: name: missing", 0), 0u);
   EXPECT_EQ(error_of("name: a/b\n").rfind("t.yaml:1: name:", 0), 0u);
