@@ -130,7 +130,11 @@ Side load_side(const db::Store& s, const std::string& want, const char* flag) {
     auto [it, fresh] = side.latest.try_emplace(k, &r);
     if (!fresh) {
       ++side.info.superseded;
-      if (r.m.finished_at > it->second->m.finished_at) it->second = &r;
+      // A complete row wins over a partial one (a config a halving search dropped), then the
+      // later one.
+      const db::Measurement& old = it->second->m;
+      if (std::pair(!r.m.partial, r.m.finished_at) > std::pair(!old.partial, old.finished_at))
+        it->second = &r;
     }
   }
   for (auto it = side.failed.begin(); it != side.failed.end();)
@@ -173,6 +177,7 @@ void compare_times(const Side& b, const Side& n, double threshold, Comparison& c
     }
     ComparedPoint p;
     describe(p, *br);
+    p.partial = br->m.partial || it->second->m.partial;
     p.base = br->m.stats;
     p.next = it->second->m.stats;
     p.ratio = p.next.median_s / p.base.median_s;
@@ -219,6 +224,7 @@ void compare_ratios(const Side& b, const Side& n, double threshold, Comparison& 
     const Pair& q = it->second;
     if (q.mac->instance.name != p.mac->instance.name) cp.instance += " -> " + q.mac->instance.name;
     if (policy_text(*q.mac) != cp.policy) cp.policy += " -> " + policy_text(*q.mac);
+    cp.partial = p.mac->m.partial || p.full->m.partial || q.mac->m.partial || q.full->m.partial;
     cp.base = mac_over_full(p.mac->m.stats, p.full->m.stats);
     cp.next = mac_over_full(q.mac->m.stats, q.full->m.stats);
     cp.ratio = cp.next.median_s / cp.base.median_s;
@@ -303,6 +309,8 @@ std::string what_text(const P& p, bool variants) {
                   " hit=" + format_number(p.hit_rate);
   if (!p.mac.empty()) w += " " + p.mac;
   if (variants) w += " " + p.variant;
+  if constexpr (requires { p.partial; })
+    if (p.partial) w += " (partial)";
   return w;
 }
 

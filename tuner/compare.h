@@ -6,7 +6,8 @@
 // instance's canonical name, the launch params, the workload key (shape, context, hit rate,
 // lag, coherence, MAC settings) and the measurement policy (timer, cold or hot caches). Where a
 // database holds the same point from several builds or runs (a re-tune after a code change),
-// the most recently finished ok row is the one compared.
+// the most recently finished ok row is the one compared (a complete row before a partial one:
+// the brief samples of a config `search: halving` dropped; such points are marked partial).
 //
 // Each matched point is classified by the interval rule of the decisions (interval_verdict in
 // tuner/decide.h, on the stored interquartile ranges):
@@ -63,6 +64,7 @@ struct ComparedPoint {
   TimeStats base, next;  // seconds, or MAC/full ratios across devices
   double ratio = 0;      // next.median_s / base.median_s
   Change change = Change::same;
+  bool partial = false;  // a side is a partial row (brief samples of a config a search dropped)
 };
 
 // A point only one database has (or one that failed there).
