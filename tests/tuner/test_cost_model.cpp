@@ -1,0 +1,239 @@
+// The cost model: exact NNLS, coefficients recovered from synthetic rows, features equal to
+// what the CPU engine accounts for the same step, held-out error, the predicted break-even,
+// disagreements beyond the noise, and `predict` on contexts it did not fit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "tuner/cost_model.h"
+#include "tuner/measure.h"
+#include "tuner/model_io.h"
+#include "tuner/predict.h"
+
+namespace mactune::tuner {
+namespace {
+
+StepSpec step(int batch, int context, double hit, int chunk = 256, bool mac = true) {
+  StepSpec s;
+  s.shape.batch = batch;
+  s.shape.q_heads = 8;
+  s.shape.kv_heads = 2;
+  s.shape.head_dim = 64;
+  s.shape.kv_dtype = DType::bf16;
+  s.context = context;
+  s.mac.ring_capacity = 256;
+  s.mac.band = 64;
+  s.mac.min_context = 512;
+  s.forced.enabled = mac;
+  s.forced.hit_rate = hit;
+  s.forced.lag = {LagKind::uniform, 1, 32};
+  s.mac_enabled = mac;
+  s.limits = cpu_plan_limits(2, chunk);
+  return s;
+}
+
+// A known cost: 5 us a step, 0.02 ns a KV byte, 0.1 ns a ring byte, 1 us a group, 0.3 us an
+// item.
+const std::array<double, kTerms> kTrue{5e-6, 2e-11, 1e-10, 1e-6, 3e-7};
+
+double true_time(const StepFeatures& f) {
+  double t = 0;
+  for (int i = 0; i < kTerms; ++i) t += kTrue[std::size_t(i)] * f.x[std::size_t(i)];
+  return t;
+}
+
+std::vector<FitRow> synthetic_rows(double noise, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n(0.0, noise);
+  std::vector<FitRow> rows;
+  for (int b : {1, 2, 4, 8})
+    for (int ctx : {1024, 4096, 16384})
+      for (double h : {0.0, 0.5, 0.9, 1.0})
+        for (int chunk : {64, 256, 1024}) {
+          FitRow r;
+          r.features = step_features(step(b, ctx, h, chunk));
+          r.seconds = true_time(r.features) * (1 + n(rng));
+          r.rel_noise = 0.02;
+          rows.push_back(r);
+        }
+  return rows;
+}
+
+TEST(CostModel, NnlsIsExactAndClampsNegativeCoefficientsToZero) {
+  // b = 2 x0 + 3 x1 exactly.
+  const std::vector<double> a{1, 0, 0, 1, 1, 1, 2, 1};
+  const std::vector<double> b{2, 3, 5, 7};
+  const auto c = nnls(a, 2, b);
+  EXPECT_NEAR(c[0], 2, 1e-12);
+  EXPECT_NEAR(c[1], 3, 1e-12);
+  // Unconstrained, b = 4 x0 - 1 x1 would fit exactly; c >= 0 must give x1 = 0 and the best x0.
+  const std::vector<double> b2{4, -1, 3, 7};
+  const auto c2 = nnls(a, 2, b2);
+  EXPECT_EQ(c2[1], 0.0);
+  // With x1 = 0: min over x0 of (x0-4)^2 + (0+1)^2 + (x0-3)^2 + (2 x0-7)^2 -> x0 = 21/6.
+  EXPECT_NEAR(c2[0], 21.0 / 6.0, 1e-12);
+}
+
+TEST(CostModel, RecoversKnownCoefficientsFromSyntheticRows) {
+  const auto rows = synthetic_rows(0.0, 1);
+  const CostModel m = fit_cost_model(rows);
+  for (int i = 0; i < kTerms; ++i)
+    EXPECT_NEAR(m.coef[std::size_t(i)] / kTrue[std::size_t(i)], 1.0, 1e-6) << term_name(Term(i));
+  EXPECT_LT(cross_validated_error(rows).max, 1e-6);
+}
+
+TEST(CostModel, NoisyRowsGiveHeldOutErrorOfTheNoise) {
+  const auto rows = synthetic_rows(0.03, 2);
+  const CostModel m = fit_cost_model(rows);
+  // The dominant term is recovered; the small ones (a few us a step) trade off inside the noise.
+  EXPECT_NEAR(m.coef[int(Term::kv_bytes)] / kTrue[int(Term::kv_bytes)], 1.0, 0.05);
+  const ErrorSummary e = cross_validated_error(rows);
+  EXPECT_EQ(e.n, rows.size());
+  // |N(0, 3%)| has median ~2%: held out, the error stays of that order, not far below it.
+  EXPECT_GT(e.median, 0.01);
+  EXPECT_LT(e.median, 0.04);
+}
+
+TEST(CostModel, FeaturesCountWhatTheKernelsRead) {
+  const StepFeatures full = step_features(step(2, 4096, 0.5, 256, false));
+  EXPECT_EQ(full.x[int(Term::fixed)], 1.0);
+  EXPECT_EQ(full.stats.kv_bytes_read, 2LL * 2 * 4097 * 2 * 64 * 2);  // batch kv_heads tok 2D bf16
+  EXPECT_EQ(full.x[int(Term::ring_bytes)], 0.0);
+  EXPECT_EQ(full.x[int(Term::groups)], 4.0);
+  EXPECT_GE(full.x[int(Term::items)], 4.0);
+  const StepFeatures none = step_features(step(2, 4096, 0.0));
+  const StepFeatures all = step_features(step(2, 4096, 1.0));
+  EXPECT_EQ(none.stats.kv_bytes_read, full.stats.kv_bytes_read);
+  EXPECT_GT(none.stats.ring_bytes_read, 0);  // the match scan
+  EXPECT_EQ(all.stats.hit_heads, 16);
+  EXPECT_GT(all.stats.skip_ratio(), 0.9);
+  EXPECT_LT(all.x[int(Term::kv_bytes)], 0.1 * none.x[int(Term::kv_bytes)]);
+}
+
+// The features equal what the CPU engine accounts when it runs the same step in the tuner.
+TEST(CostModel, FeaturesEqualTheEnginesAccounting) {
+  auto backend = make_cpu_backend();
+  for (double hit : {0.0, 0.3, 0.9, 1.0})
+    for (bool mac : {true, false}) {
+      TunePoint p;
+      p.shape.batch = 3;
+      p.shape.q_heads = 8;
+      p.shape.kv_heads = 2;
+      p.shape.head_dim = 64;
+      p.shape.kv_dtype = DType::bf16;
+      p.context = 2600;
+      p.mac.ring_capacity = 256;
+      p.mac.band = 64;
+      p.mac.min_context = 512;
+      p.forced.enabled = true;
+      p.forced.hit_rate = hit;
+      p.forced.lag = {LagKind::uniform, 1, 200};
+      p.launch = {{"threads", "2"}, {"chunk_tokens", "128"}, {"block_rows", "16"}};
+      auto c = backend->make_case(p, mac, 7);
+      c->run();
+      const StepStats engine = c->stats();
+      StepSpec s = step(3, 2600, hit, 128, mac);
+      s.forced.lag = p.forced.lag;
+      const StepStats model = step_features(s).stats;
+      EXPECT_EQ(model.kv_bytes_read, engine.kv_bytes_read) << hit << " " << mac;
+      EXPECT_EQ(model.ring_bytes_read, engine.ring_bytes_read) << hit << " " << mac;
+      EXPECT_EQ(model.bytes_written, engine.bytes_written) << hit << " " << mac;
+      EXPECT_EQ(model.hit_heads, engine.hit_heads) << hit << " " << mac;
+      EXPECT_EQ(model.groups_mixed, engine.groups_mixed) << hit << " " << mac;
+    }
+}
+
+TEST(CostModel, PredictedBreakEvenIsTheCrossingOfTheModels) {
+  CostModel mac, full;
+  mac.coef = {20e-6, 2e-11, 1e-10, 1e-6, 3e-7};
+  full.coef = {5e-6, 2e-11, 0, 1e-6, 3e-7};
+  const StepSpec s = step(4, 16384, 0.0);
+  const auto be = predicted_break_even(mac, full, s, 0.001);
+  ASSERT_TRUE(be);
+  // Brute force: the smallest hit rate on a fine grid at which MAC is predicted faster.
+  StepSpec f = s;
+  f.mac_enabled = false;
+  const double t_full = full.predict(step_features(f));
+  double first = 2;
+  for (int i = 0; i <= 1000 && first > 1; ++i) {
+    StepSpec p = s;
+    p.forced.hit_rate = i / 1000.0;
+    if (mac.predict(step_features(p)) < t_full) first = i / 1000.0;
+  }
+  EXPECT_GT(first, 0.05);  // not trivially 0
+  EXPECT_LT(first, 0.95);
+  EXPECT_NEAR(*be, first, 0.0011);
+  // A MAC that costs more than full attention even when it reads nothing: never.
+  mac.coef[int(Term::fixed)] = 1.0;
+  EXPECT_FALSE(predicted_break_even(mac, full, s));
+}
+
+std::vector<ModelRow> model_rows(double spike_at_64k) {
+  std::vector<ModelRow> rows;
+  for (const char* fam : {"mac", "full"})
+    for (int b : {1, 4})
+      for (int ctx : {4096, 16384, 65536})
+        for (double h : {0.0, 0.5, 0.9, 1.0})
+          for (int chunk : {256, 1024}) {
+            ModelRow r;
+            r.family = fam;
+            r.params = "threads=2,chunk_tokens=" + std::to_string(chunk) + ",block_rows=16";
+            r.workload.problem = step(b, ctx, h).shape;
+            r.workload.context = ctx;
+            r.workload.hit_rate = h;
+            r.workload.lag = "uniform(1,32)";
+            r.workload.coherence = "per-head";
+            r.workload.mac = step(b, ctx, h).mac;
+            DeviceFingerprint d;
+            d.threads = 2;
+            r.step = step_of(r.workload, r.family == "mac", plan_limits_of(d, r.params));
+            r.fit.features = step_features(r.step);
+            r.fit.seconds = true_time(r.fit.features) * (ctx == 65536 ? spike_at_64k : 1.0);
+            r.fit.rel_noise = 0.02;
+            rows.push_back(r);
+          }
+  return rows;
+}
+
+TEST(CostModel, DisagreementsAreThePointsBeyondTheNoise) {
+  auto rows = model_rows(1.0);
+  rows[5].fit.seconds *= 1.5;  // one point the model cannot explain
+  DeviceFingerprint d;
+  const DeviceModels m = fit_device_models(rows, d);
+  const auto off = disagreements(m, rows);
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_EQ(m.mac.trimmed, 1u) << "the outlier is left out of the final fit";
+  EXPECT_EQ(m.full.trimmed, 0u);
+  EXPECT_EQ(off[0].row, &rows[5]);
+  EXPECT_NEAR(off[0].rel_err, 1 / 1.5 - 1, 1e-6) << "the fit without it is exact";
+  EXPECT_NE(model_markdown(m, rows).find("1 measured points disagree"), std::string::npos);
+}
+
+TEST(CostModel, PredictsContextsItDidNotFit) {
+  // The true cost is linear: fitted on 4K and 16K, 64K is predicted exactly.
+  DeviceFingerprint d;
+  d.threads = 2;
+  PredictRequest req;
+  req.contexts = {65536, 1 << 20};
+  req.batches = {4};
+  req.fit_contexts = {4096, 16384};
+  req.params = "threads=2,chunk_tokens=256,block_rows=16";
+  const Prediction p = predict(model_rows(1.0), d, req);
+  EXPECT_EQ(p.models.mac_rows, 32u);
+  ASSERT_EQ(p.points.size(), 8u);
+  EXPECT_EQ(p.mac_unseen.n, 4u);  // 64K x 4 hit rates measured, 1M never
+  EXPECT_LT(p.mac_unseen.max, 1e-6);
+  EXPECT_LT(p.full_unseen.max, 1e-6);
+  EXPECT_FALSE(p.points[4].measured_mac_s);  // 1M
+  EXPECT_GT(p.points[4].full_s, 10 * p.points[0].full_s);
+  // A 64K measured 30% slower than the line: the error on unseen points says so.
+  const Prediction q = predict(model_rows(1.3), d, req);
+  EXPECT_NEAR(q.full_unseen.median, 1 - 1 / 1.3, 0.01);
+  const std::string md = prediction_markdown(q);
+  EXPECT_NE(md.find("| 1048576 | 4 |"), std::string::npos);
+  EXPECT_NE(md.find("did not see"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mactune::tuner

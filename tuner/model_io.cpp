@@ -1,0 +1,170 @@
+#include "tuner/model_io.h"
+
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+
+#include "kernels/error.h"
+#include "tuner/axes.h"
+#include "tuner/expr.h"
+
+namespace mactune::tuner {
+namespace {
+
+// The integer value of `key` in "k=v,k=v" launch text, or `fallback`.
+int param_int(const std::string& params, const std::string& key, int fallback) {
+  std::istringstream in(params);
+  std::string kv;
+  while (std::getline(in, kv, ',')) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || kv.substr(0, eq) != key) continue;
+    if (const auto v = parse_number(kv.substr(eq + 1))) return static_cast<int>(*v);
+  }
+  return fallback;
+}
+
+std::string ms_text(double s) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(s < 1e-3 ? 4 : 3) << s * 1e3;
+  return o.str();
+}
+
+std::string percent(double x) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1) << x * 100 << '%';
+  return o.str();
+}
+
+}  // namespace
+
+PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params) {
+  if (device.backend == "cuda")
+    return cuda_plan_limits(device.compute_units, param_int(params, "min_chunk", 128));
+  const int all = device.threads > 0 ? device.threads : device.compute_units;
+  const int threads = param_int(params, "threads", 0);
+  return cpu_plan_limits(threads > 0 ? threads : std::max(all, 1),
+                         param_int(params, "chunk_tokens", 256));
+}
+
+StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits) {
+  StepSpec s;
+  s.shape = w.problem;
+  s.context = static_cast<int>(w.context);
+  s.mac = w.mac;
+  s.mac_enabled = mac;
+  s.forced.enabled = mac;
+  s.forced.hit_rate = w.hit_rate;
+  s.forced.lag = parse_lag(w.lag);
+  s.forced.coherence = parse_coherence(w.coherence);
+  s.limits = limits;
+  return s;
+}
+
+std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& sel) {
+  DeviceFingerprint device;
+  for (const auto& d : store.devices())
+    if (d.id == sel.device_id) device = d.fingerprint;
+  db::MeasurementFilter f;
+  f.device_id = sel.device_id;
+  f.build_id = sel.build_id;
+  f.policy = sel.policy;
+  f.cold = sel.cold;
+  std::vector<ModelRow> out;
+  for (const db::MeasurementRow& r : store.measurements(f)) {
+    const std::string& fam = r.instance.family;
+    if ((fam != "mac" && fam != "full") || !(r.m.stats.median_s > 0)) continue;
+    ModelRow row;
+    row.family = fam;
+    row.instance = r.instance.name;
+    row.params = r.m.point.params;
+    row.workload = r.workload;
+    row.step = step_of(r.workload, fam == "mac", plan_limits_of(device, row.params));
+    row.fit.features = step_features(row.step);
+    row.fit.seconds = r.m.stats.median_s;
+    row.fit.rel_noise = (r.m.stats.q3_s - r.m.stats.q1_s) / r.m.stats.median_s;
+    row.q1 = r.m.stats.q1_s;
+    row.q3 = r.m.stats.q3_s;
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+DeviceModels fit_device_models(const std::vector<ModelRow>& rows, const DeviceFingerprint& device,
+                               const std::function<bool(const ModelRow&)>& use) {
+  DeviceModels m;
+  m.device = device;
+  std::vector<FitRow> mac, full;
+  for (const ModelRow& r : rows)
+    if (!use || use(r)) (r.family == "mac" ? mac : full).push_back(r.fit);
+  if (mac.empty() || full.empty())
+    input_error("the cost model needs MAC and full-attention measurements to fit (have ",
+                mac.size(), " MAC and ", full.size(), " full rows)");
+  m.mac = fit_cost_model(mac);
+  m.full = fit_cost_model(full);
+  m.mac_held_out = cross_validated_error(mac);
+  m.full_held_out = cross_validated_error(full);
+  m.mac_rows = mac.size();
+  m.full_rows = full.size();
+  return m;
+}
+
+std::vector<Disagreement> disagreements(const DeviceModels& m, const std::vector<ModelRow>& rows) {
+  std::vector<Disagreement> out;
+  for (const ModelRow& r : rows) {
+    const bool mac = r.family == "mac";
+    const CostModel& model = mac ? m.mac : m.full;
+    const double typical = (mac ? m.mac_held_out : m.full_held_out).median;
+    Disagreement d;
+    d.row = &r;
+    d.predicted_s = model.predict(r.fit.features);
+    d.rel_err = d.predicted_s / r.fit.seconds - 1.0;
+    d.allowed = std::max(2 * r.fit.rel_noise, 2 * typical);
+    if (std::abs(d.rel_err) > d.allowed) out.push_back(d);
+  }
+  return out;
+}
+
+std::string model_markdown(const DeviceModels& m, const std::vector<ModelRow>& rows) {
+  std::ostringstream o;
+  o << "## Cost model\n\n"
+    << "Step time = fixed + KV bytes + ring bytes + groups + work items, each a non-negative "
+       "cost fitted to the measurements (relative least squares, refitted without the outliers "
+       "of a first fit); held out: 5-fold "
+       "cross-validation, |predicted / measured - 1|.\n\n"
+    << "| family | rows (outliers) | fixed (us) | KV (ns/KiB) | ring (ns/KiB) | group (us) | item "
+       "(us) | "
+       "fit median err | held-out median | held-out p90 | held-out max |\n"
+    << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [name, model, err, n] :
+       {std::tuple{"mac", &m.mac, &m.mac_held_out, m.mac_rows},
+        std::tuple{"full", &m.full, &m.full_held_out, m.full_rows}}) {
+    const auto& c = model->coef;
+    o << std::setprecision(4) << "| " << name << " | " << n << " (" << model->trimmed << ") | "
+      << c[0] * 1e6 << " | " << c[1] * 1e9 * 1024 << " | " << c[2] * 1e9 * 1024 << " | "
+      << c[3] * 1e6 << " | " << c[4] * 1e6 << " | " << percent(model->fit_rel_err) << " | "
+      << percent(err->median) << " | " << percent(err->p90) << " | " << percent(err->max) << " |\n";
+  }
+  const auto off = disagreements(m, rows);
+  o << "\n### Where the grid is too coarse\n\n";
+  if (off.empty()) {
+    o << "Every measured point is within the noise of the model's prediction (2 x its IQR, or 2 x "
+         "the held-out median error).\n";
+    return o.str();
+  }
+  o << off.size()
+    << " measured points disagree with the model beyond the noise: between these "
+       "and their neighbours the step's cost changes in a way the grid does not "
+       "resolve (measure in between), or an effect the model lacks.\n\n"
+    << "| family | batch | context | hit rate | params | measured (ms) | predicted (ms) | error | "
+       "allowed |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const Disagreement& d : off) {
+    const ModelRow& r = *d.row;
+    o << "| " << r.family << " | " << r.workload.problem.batch << " | " << r.workload.context
+      << " | " << format_number(r.workload.hit_rate) << " | " << r.params << " | "
+      << ms_text(r.fit.seconds) << " | " << ms_text(d.predicted_s) << " | "
+      << (d.rel_err >= 0 ? "+" : "") << percent(d.rel_err) << " | " << percent(d.allowed) << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace mactune::tuner
