@@ -118,6 +118,7 @@ BreakEven break_even_of(std::vector<CurvePoint> curve) {
   if (first_win < curve.size()) {
     be.status = "ok";
     be.hit_rate = curve[first_win].hit_rate;
+    be.lo = first_win > 0 ? curve[first_win - 1].hit_rate : 0.0;
   } else {
     const bool any_tie = std::any_of(curve.begin(), curve.end(),
                                      [](const CurvePoint& p) { return p.verdict == Verdict::tie; });

@@ -91,7 +91,11 @@ struct BreakEven {
   std::string status;              // "ok", "ambiguous" or "never"
   std::optional<double> hit_rate;  // status ok: the smallest hit rate from which MAC is
                                    // clearly faster at every measured hit rate above it
-  std::vector<CurvePoint> curve;   // sorted by hit rate
+  // Status ok: the bracket's low end, the highest measured hit rate below hit_rate at which MAC
+  // is not clearly faster (0 when none was measured below): the break-even lies in
+  // (lo, hit_rate]; [hit_rate, hit_rate] when MAC wins at hit rate 0.
+  std::optional<double> lo;
+  std::vector<CurvePoint> curve;  // sorted by hit rate
 };
 
 struct BucketDecision {

@@ -7,6 +7,7 @@
 #include <iomanip>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -35,8 +36,26 @@ std::string x2(double v) {
   return o.str();
 }
 
+// "0.9 (0.5, 0.9]": the break-even and its bracket.
 std::string break_even_text(const BreakEven& be) {
-  return be.hit_rate ? format_number(*be.hit_rate) : be.status;
+  if (!be.hit_rate) return be.status;
+  std::string t = format_number(*be.hit_rate);
+  if (be.lo && *be.lo < *be.hit_rate)
+    t += " (" + format_number(*be.lo) + ", " + format_number(*be.hit_rate) + "]";
+  return t;
+}
+
+// The step of the chosen MAC config at this bucket's shape and batch, from a stored row of it
+// (its lag, coherence and settings), for the model to predict at other contexts.
+const ModelRow* template_row(const BucketDecision& d, const std::vector<ModelRow>& rows) {
+  const ModelRow* best = nullptr;
+  for (const ModelRow& r : rows) {
+    if (r.family != "mac" || r.params != d.mac.params || r.instance != d.mac.instance) continue;
+    const Bucket b = bucket_of(r.workload);
+    if (b.shape_key() != d.bucket.shape_key() || b.batch != d.bucket.batch) continue;
+    if (!best || r.workload.context < best->workload.context) best = &r;
+  }
+  return best;
 }
 
 std::string settings_text(const Choice& c) {
@@ -102,7 +121,7 @@ svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
   return c;
 }
 
-svg::Chart break_even_chart(const std::vector<BucketDecision>& ds) {
+svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportModel& model) {
   svg::Chart c;
   c.title = "Break-even hit rate: " + (ds.empty() ? std::string() : ds[0].bucket.shape.text());
   c.x_label = "context (tokens)";
@@ -112,24 +131,54 @@ svg::Chart break_even_chart(const std::vector<BucketDecision>& ds) {
   c.y_max = 1.05;  // room above 1 for the hollow "ambiguous" / "never" markers
   c.columns = 1;
   svg::Panel p;
-  p.title = "hollow: ambiguous / never";
+  p.title = "band: bracket; hollow: ambiguous / never";
   std::map<int, svg::Series> by_batch;
+  std::map<int, const BucketDecision*> first_of_batch;  // smallest context
+  int lo_ctx = 0, hi_ctx = 0;
   for (const auto& d : ds) {
     svg::Series& s = by_batch[d.bucket.batch];
     s.label = "batch " + std::to_string(d.bucket.batch);
     if (d.break_even.hit_rate) {
       s.x.push_back(d.bucket.context);
       s.y.push_back(*d.break_even.hit_rate);
+      s.band_lo.push_back(d.break_even.lo.value_or(*d.break_even.hit_rate));
+      s.band_hi.push_back(*d.break_even.hit_rate);
     } else {
       s.off_scale.emplace_back(d.bucket.context, d.break_even.status);
     }
+    auto [it, fresh] = first_of_batch.try_emplace(d.bucket.batch, &d);
+    if (!fresh && d.bucket.context < it->second->bucket.context) it->second = &d;
+    lo_ctx = lo_ctx ? std::min(lo_ctx, d.bucket.context) : d.bucket.context;
+    hi_ctx = std::max(hi_ctx, d.bucket.context);
   }
   for (auto& [b, s] : by_batch) p.series.push_back(std::move(s));
+  if (model.models && model.rows && lo_ctx > 0) {
+    // The model's break-even at 4 contexts an octave, from the smallest measured context to 4x
+    // the largest: dashed, in the colour of its batch; a gap where MAC never pays off.
+    for (const auto& [batch, d] : first_of_batch) {
+      const ModelRow* t = template_row(*d, *model.rows);
+      if (!t) continue;
+      svg::Series s;
+      s.label = "batch " + std::to_string(batch) + " (model)";
+      s.color_of = "batch " + std::to_string(batch);
+      s.dashed = true;
+      s.markers = false;
+      for (double ctx = lo_ctx; ctx <= 4.0 * hi_ctx * 1.0001; ctx *= std::pow(2.0, 0.25)) {
+        StepSpec step = t->step;
+        step.context = static_cast<int>(std::lround(ctx));
+        if (step.context <= step.mac.band) continue;
+        const auto be = predicted_break_even(model.models->mac, model.models->full, step, 0.01);
+        s.x.push_back(step.context);
+        s.y.push_back(be ? *be : std::numeric_limits<double>::quiet_NaN());
+      }
+      p.series.push_back(std::move(s));
+    }
+  }
   c.panels.push_back(std::move(p));
   return c;
 }
 
-std::string report_markdown(const Decided& d, const std::string& source) {
+std::string report_markdown(const Decided& d, const std::string& source, const ReportModel& model) {
   std::ostringstream o;
   o << "# mactune report: " << d.device.name << "\n\n";
   o << "- device: " << d.device.backend << ", " << d.device.name << " (" << d.device.compute_units
@@ -144,7 +193,8 @@ std::string report_markdown(const Decided& d, const std::string& source) {
   o << "\n- speedup = full median / MAC median, both measured interleaved in one run. ✓ MAC "
        "clearly faster (its q3 < the baseline's q1), ✗ clearly slower, ≈ too close to call. "
        "Break-even: the smallest hit rate from which MAC is clearly faster at every measured "
-       "hit rate above it.\n\n";
+       "hit rate above it, with its bracket (lo, hi]: lo the highest measured hit rate below it "
+       "at which MAC is not clearly faster.\n\n";
   for (const auto& [shape, ds] : by_shape(d.decisions)) {
     const auto hs = hit_rates(ds);
     o << "## " << shape << "\n\n";
@@ -197,6 +247,7 @@ std::string report_markdown(const Decided& d, const std::string& source) {
     }
     o << '\n';
   }
+  if (model.models && model.rows) o << model_markdown(*model.models, *model.rows) << '\n';
   return o.str();
 }
 
@@ -213,10 +264,18 @@ std::vector<std::string> write_report(const db::Store& store, const Decided& d,
     if (!out) input_error(path, ": cannot write the report file");
     written.push_back(path);
   };
-  write("report.md", report_markdown(d, store.path()));
+  // The cost model of the device, when its rows can be fitted (both families measured).
+  const std::vector<ModelRow> rows = load_model_rows(store, d.selection);
+  std::optional<DeviceModels> models;
+  try {
+    models = fit_device_models(rows, d.device);
+  } catch (const InputError&) {
+  }
+  const ReportModel rm{models ? &*models : nullptr, &rows};
+  write("report.md", report_markdown(d, store.path(), rm));
   for (const auto& [shape, ds] : by_shape(d.decisions)) {
     write("speedup_" + shape + ".svg", svg::render(speedup_chart(ds)));
-    write("breakeven_" + shape + ".svg", svg::render(break_even_chart(ds)));
+    write("breakeven_" + shape + ".svg", svg::render(break_even_chart(ds, rm)));
   }
   return written;
 }

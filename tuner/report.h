@@ -6,8 +6,11 @@
 //                                  context at which MAC wins
 //   DIR/speedup_<shape>.svg        speedup vs batch, one panel per context, one line per hit
 //                                  rate, log scales, a dashed 1x line
-//   DIR/breakeven_<shape>.svg      break-even hit rate vs context, one line per batch;
-//                                  hollow markers at the top for "ambiguous" and "never"
+//   DIR/breakeven_<shape>.svg      break-even hit rate vs context, one line per batch through
+//                                  the bracket's high end (what emit uses) with the bracket
+//                                  as a band, hollow markers at the top for "ambiguous" and
+//                                  "never"; dashed, the cost model's predicted break-even
+//                                  (tuner/cost_model.h) between and beyond the contexts measured
 #pragma once
 
 #include <string>
@@ -15,6 +18,7 @@
 
 #include "db/store.h"
 #include "tuner/emit.h"
+#include "tuner/model_io.h"
 #include "tuner/svg.h"
 
 namespace mactune::tuner {
@@ -23,9 +27,18 @@ namespace mactune::tuner {
 std::vector<std::string> write_report(const db::Store& store, const Decided& d,
                                       const std::string& dir);
 
+// The cost model's part of a report: the models of the device and the rows they were fitted to.
+// Empty: the report has no predicted lines and no model section.
+struct ReportModel {
+  const DeviceModels* models = nullptr;
+  const std::vector<ModelRow>* rows = nullptr;
+};
+
 // The pieces, pure (tested).
-std::string report_markdown(const Decided& d, const std::string& source);
+std::string report_markdown(const Decided& d, const std::string& source,
+                            const ReportModel& model = {});
 svg::Chart speedup_chart(const std::vector<BucketDecision>& shape_decisions);
-svg::Chart break_even_chart(const std::vector<BucketDecision>& shape_decisions);
+svg::Chart break_even_chart(const std::vector<BucketDecision>& shape_decisions,
+                            const ReportModel& model = {});
 
 }  // namespace mactune::tuner

@@ -116,6 +116,8 @@ std::string render(const Chart& c) {
       for (std::size_t i = 0; i < s.x.size(); ++i) {
         if (usable(c.x_scale, s.x[i])) xr.add(s.x[i]);
         if (i < s.y.size() && usable(c.y_scale, s.y[i])) yr.add(s.y[i]);
+        for (const auto* band : {&s.band_lo, &s.band_hi})
+          if (i < band->size() && usable(c.y_scale, (*band)[i])) yr.add((*band)[i]);
       }
       for (const auto& [x, note] : s.off_scale)
         if (usable(c.x_scale, x)) xr.add(x);
@@ -133,16 +135,28 @@ std::string render(const Chart& c) {
   const double y0 = fwd(c.y_scale, yt.empty() ? yr.lo : std::min(yr.lo, yt.front()));
   const double y1 = fwd(c.y_scale, yt.empty() ? yr.hi : std::max(yr.hi, yt.back()));
 
-  // Legend: every distinct series label, one colour each, in order of first appearance.
-  std::vector<std::string> labels;
+  // Legend: every distinct series label in order of first appearance, drawn as its series
+  // (dashed or not); one colour per colour key.
+  std::vector<std::string> labels, keys;
+  std::vector<bool> label_dashed;
+  std::vector<std::string> label_key;
   for (const Panel& p : c.panels)
-    for (const Series& s : p.series)
-      if (std::find(labels.begin(), labels.end(), s.label) == labels.end())
+    for (const Series& s : p.series) {
+      const std::string key = s.color_of.empty() ? s.label : s.color_of;
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+      if (std::find(labels.begin(), labels.end(), s.label) == labels.end()) {
         labels.push_back(s.label);
-  auto color = [&](const std::string& label) {
+        label_dashed.push_back(s.dashed);
+        label_key.push_back(key);
+      }
+    }
+  auto color_by_key = [&](const std::string& key) {
     const auto i =
-        static_cast<std::size_t>(std::find(labels.begin(), labels.end(), label) - labels.begin());
+        static_cast<std::size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
     return kColors[i % (sizeof(kColors) / sizeof(kColors[0]))];
+  };
+  auto color = [&](const Series& s) {
+    return color_by_key(s.color_of.empty() ? s.label : s.color_of);
   };
 
   const int cols = std::max(1, std::min<int>(c.columns, static_cast<int>(c.panels.size())));
@@ -195,7 +209,38 @@ std::string render(const Chart& c) {
         o << "<line x1=\"" << num(ox) << "\" y1=\"" << num(py(h)) << "\" x2=\"" << num(ox + kPanelW)
           << "\" y2=\"" << num(py(h)) << "\" stroke=\"#000\" stroke-dasharray=\"5,3\"/>\n";
     for (const Series& s : p.series) {
-      const char* col = color(s.label);
+      const char* col = color(s);
+      // The band first, under every line: one polygon per run of points that have one.
+      std::vector<std::pair<double, double>> upper, lower;
+      auto flush_band = [&] {
+        if (upper.size() >= 1) {
+          std::string pts;
+          for (const auto& [x, y] : upper) pts += num(x) + ',' + num(y) + ' ';
+          for (auto it = lower.rbegin(); it != lower.rend(); ++it)
+            pts += num(it->first) + ',' + num(it->second) + ' ';
+          if (upper.size() == 1)  // one point: a short bar, so it shows
+            pts = num(upper[0].first - 3) + ',' + num(upper[0].second) + ' ' +
+                  num(upper[0].first + 3) + ',' + num(upper[0].second) + ' ' +
+                  num(lower[0].first + 3) + ',' + num(lower[0].second) + ' ' +
+                  num(lower[0].first - 3) + ',' + num(lower[0].second);
+          o << "<polygon class=\"band\" points=\"" << pts << "\" fill=\"" << col
+            << "\" fill-opacity=\"0.18\" stroke=\"none\"/>\n";
+        }
+        upper.clear();
+        lower.clear();
+      };
+      for (std::size_t i = 0; i < s.x.size(); ++i) {
+        const bool has = i < s.band_lo.size() && i < s.band_hi.size() &&
+                         usable(c.x_scale, s.x[i]) && usable(c.y_scale, s.band_lo[i]) &&
+                         usable(c.y_scale, s.band_hi[i]);
+        if (!has) {
+          flush_band();
+          continue;
+        }
+        upper.emplace_back(px(s.x[i]), py(s.band_hi[i]));
+        lower.emplace_back(px(s.x[i]), py(s.band_lo[i]));
+      }
+      flush_band();
       std::string path;
       bool pen = false;
       for (std::size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -205,13 +250,14 @@ std::string render(const Chart& c) {
         }
         path += (pen ? " L" : " M") + num(px(s.x[i])) + ',' + num(py(s.y[i]));
         pen = true;
+        if (!s.markers) continue;
         o << "<circle cx=\"" << num(px(s.x[i])) << "\" cy=\"" << num(py(s.y[i]))
           << "\" r=\"2.5\" fill=\"" << col << "\"><title>" << esc(s.label) << ": "
           << esc(tick_label(s.x[i])) << " -> " << s.y[i] << "</title></circle>\n";
       }
       if (!path.empty())
         o << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << col
-          << "\" stroke-width=\"1.6\"/>\n";
+          << "\" stroke-width=\"1.6\"" << (s.dashed ? " stroke-dasharray=\"6,4\"" : "") << "/>\n";
       for (const auto& [x, note] : s.off_scale) {
         if (!usable(c.x_scale, x)) continue;
         o << "<circle cx=\"" << num(px(x)) << "\" cy=\"" << num(oy + 6)
@@ -228,8 +274,8 @@ std::string render(const Chart& c) {
   for (std::size_t i = 0; i < labels.size(); ++i) {
     const double ly = title_h + kTop + 14.0 * static_cast<double>(i);
     o << "<line x1=\"" << num(lx) << "\" y1=\"" << num(ly - 4) << "\" x2=\"" << num(lx + 16)
-      << "\" y2=\"" << num(ly - 4) << "\" stroke=\"" << color(labels[i])
-      << "\" stroke-width=\"2\"/>\n";
+      << "\" y2=\"" << num(ly - 4) << "\" stroke=\"" << color_by_key(label_key[i])
+      << "\" stroke-width=\"2\"" << (label_dashed[i] ? " stroke-dasharray=\"6,4\"" : "") << "/>\n";
     o << "<text x=\"" << num(lx + 20) << "\" y=\"" << num(ly) << "\">" << esc(labels[i])
       << "</text>\n";
   }

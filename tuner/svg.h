@@ -14,6 +14,12 @@ enum class Scale { linear, log2, log10 };
 struct Series {
   std::string label;
   std::vector<double> x, y;  // y may be NaN: a gap in the line
+  // A shaded band from band_lo[i] to band_hi[i] at x[i] (e.g. a bracket), under the line; empty
+  // or NaN entries: no band there.
+  std::vector<double> band_lo, band_hi;
+  bool dashed = false;   // a dashed line (e.g. a model's prediction beside the measurements)
+  bool markers = true;   // a dot at every point
+  std::string color_of;  // series with the same key share a colour (empty: the label)
   // Points drawn as hollow markers at the top edge with this note (e.g. "never"), one per x.
   std::vector<std::pair<double, std::string>> off_scale;
 };

@@ -148,6 +148,53 @@ TEST_F(EmitFixture, ReportWritesMarkdownAndPlots) {
   EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos) << "the 1x line";
   EXPECT_NE(summary_table(d.decisions).find("| hd128_q32_kv8_bf16_p16_b8_c4096 |"),
             std::string::npos);
+  // The break-even plot: the brackets as bands (64K: (0, 0.5]; 4K batch 1: (0.5, 1]), the
+  // model's prediction dashed, in its batch's colour; the bracket in the table; the model's
+  // section with its held-out error.
+  EXPECT_NE(md.find("| 0.5 (0, 0.5] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 (0.5, 1] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("## Cost model"), std::string::npos);
+  EXPECT_NE(md.find("held-out median"), std::string::npos);
+  const std::string be = testing::read_file(dir_.file("rep/breakeven_hd128_q32_kv8_bf16_p16.svg"));
+  EXPECT_NE(be.find("class=\"band\""), std::string::npos);
+  EXPECT_NE(be.find("batch 1 (model)"), std::string::npos);
+  EXPECT_NE(be.find("stroke-dasharray=\"6,4\""), std::string::npos);
+}
+
+TEST_F(EmitFixture, BreakEvenChartBandsTheBracketAndDashesTheModel) {
+  const Decided d = decide_only(*store_, sel(), {});
+  const svg::Chart c = break_even_chart(d.decisions);
+  ASSERT_EQ(c.panels.size(), 1u);
+  ASSERT_EQ(c.panels[0].series.size(), 2u) << "no model: the measured lines only";
+  const svg::Series& b1 = c.panels[0].series[0];
+  EXPECT_EQ(b1.label, "batch 1");
+  EXPECT_EQ(b1.x, (std::vector<double>{4096, 65536}));
+  EXPECT_EQ(b1.band_lo, (std::vector<double>{0.5, 0}));
+  EXPECT_EQ(b1.band_hi, (std::vector<double>{1, 0.5}));
+  EXPECT_FALSE(b1.dashed);
+  const svg::Series& b8 = c.panels[0].series[1];
+  ASSERT_EQ(b8.off_scale.size(), 1u) << "4K batch 8: never";
+  EXPECT_EQ(b8.off_scale[0].second, "never");
+
+  const auto rows = load_model_rows(*store_, sel());
+  EXPECT_EQ(rows.size(), 48u);
+  const DeviceModels m = fit_device_models(rows, d.device);
+  const svg::Chart cm = break_even_chart(d.decisions, {&m, &rows});
+  ASSERT_EQ(cm.panels[0].series.size(), 4u);
+  const svg::Series& pred = cm.panels[0].series[2];
+  EXPECT_EQ(pred.label, "batch 1 (model)");
+  EXPECT_EQ(pred.color_of, "batch 1");
+  EXPECT_TRUE(pred.dashed);
+  EXPECT_EQ(pred.x.front(), 4096);
+  EXPECT_GE(pred.x.back(), 4 * 65536 * 0.99);
+  const std::string out = svg::render(cm);
+  // One band polygon per run of bracketed points: batch 1 one run of two points, batch 8 one
+  // point (64K).
+  std::size_t bands = 0;
+  for (auto at = out.find("class=\"band\""); at != std::string::npos;
+       at = out.find("class=\"band\"", at + 1))
+    ++bands;
+  EXPECT_EQ(bands, 2u);
 }
 
 TEST_F(EmitFixture, SelectRowsPicksThisDeviceAndTheLatestBuild) {
@@ -200,6 +247,46 @@ TEST(TunerSvg, RendersSeriesGapsAndOffScaleMarkers) {
   EXPECT_NE(out.find("t &lt;&amp;&gt;"), std::string::npos) << "escaped";
   EXPECT_EQ(out.find(" L"), std::string::npos) << "the NaN splits the line into single points";
   EXPECT_NE(out.find("-> never"), std::string::npos);
+  EXPECT_EQ(out.find("<polygon"), std::string::npos) << "no band given";
+}
+
+TEST(TunerSvg, BandsSpanLoToHiAndDashedSeriesShareTheirColour) {
+  svg::Chart c;
+  c.y_min = 0;
+  c.y_max = 1;
+  svg::Panel p;
+  svg::Series m;
+  m.label = "batch 1";
+  m.x = {1, 2};
+  m.y = {0.5, 0.5};
+  m.band_lo = {0.25, 0.25};
+  m.band_hi = {0.5, 0.75};
+  svg::Series pred;
+  pred.label = "batch 1 (model)";
+  pred.color_of = "batch 1";
+  pred.dashed = true;
+  pred.markers = false;
+  pred.x = {1, 2};
+  pred.y = {0.4, 0.6};
+  p.series = {m, pred};
+  c.panels = {p};
+  const std::string out = svg::render(c);
+  const auto band = out.find("<polygon class=\"band\" points=\"");
+  ASSERT_NE(band, std::string::npos);
+  // Four corners: hi at x=1, hi at x=2, then lo back from x=2 to x=1. y: panel top 64, height
+  // 220 over [0, 1]: 0.5 -> 174, 0.75 -> 119, 0.25 -> 229.
+  const std::string pts = out.substr(band, out.find("fill=", band) - band);
+  EXPECT_NE(pts.find(",174.0 "), std::string::npos) << pts;
+  EXPECT_NE(pts.find(",119.0 "), std::string::npos) << pts;
+  EXPECT_NE(pts.find(",229.0 "), std::string::npos) << pts;
+  // The dashed path has the colour of the solid one, and no markers of its own.
+  EXPECT_NE(out.find("stroke=\"#0072B2\" stroke-width=\"1.6\" stroke-dasharray=\"6,4\""),
+            std::string::npos)
+      << out;
+  std::size_t circles = 0;
+  for (auto at = out.find("<circle"); at != std::string::npos; at = out.find("<circle", at + 1))
+    ++circles;
+  EXPECT_EQ(circles, 2u);
 }
 
 TEST(TunerProgress, BarAndDurations) {
