@@ -13,6 +13,8 @@ std::string_view term_name(Term t) {
   switch (t) {
     case Term::fixed:
       return "fixed";
+    case Term::mac_step:
+      return "mac_step";
     case Term::kv_bytes:
       return "kv_bytes";
     case Term::ring_bytes:
@@ -28,6 +30,7 @@ std::string_view term_name(Term t) {
 std::string_view term_unit(Term t) {
   switch (t) {
     case Term::fixed:
+    case Term::mac_step:
       return "s/step";
     case Term::kv_bytes:
     case Term::ring_bytes:
@@ -85,6 +88,7 @@ StepFeatures step_features(const StepSpec& s) {
   }
   const HostPlan plan = make_plan(spans, s.limits);
   f.x[int(Term::fixed)] = 1.0;
+  f.x[int(Term::mac_step)] = s.mac_enabled ? 1.0 : 0.0;
   f.x[int(Term::kv_bytes)] = static_cast<double>(f.stats.kv_bytes_read);
   f.x[int(Term::ring_bytes)] = static_cast<double>(f.stats.ring_bytes_read);
   f.x[int(Term::groups)] = static_cast<double>(spans.size());
@@ -232,9 +236,7 @@ CostModel fit_cost_model(std::span<const FitRow> rows) {
   return m;
 }
 
-ErrorSummary prediction_error(const CostModel& m, std::span<const FitRow> rows) {
-  std::vector<double> e;
-  for (const FitRow& r : rows) e.push_back(std::abs(m.predict(r.features) / r.seconds - 1.0));
+ErrorSummary summarize_errors(std::vector<double> e) {
   ErrorSummary s;
   s.n = e.size();
   if (e.empty()) return s;
@@ -244,23 +246,29 @@ ErrorSummary prediction_error(const CostModel& m, std::span<const FitRow> rows) 
   return s;
 }
 
-ErrorSummary cross_validated_error(std::span<const FitRow> rows, int k) {
+ErrorSummary prediction_error(const CostModel& m, std::span<const FitRow> rows) {
+  std::vector<double> e;
+  for (const FitRow& r : rows) e.push_back(std::abs(m.predict(r.features) / r.seconds - 1.0));
+  return summarize_errors(std::move(e));
+}
+
+std::vector<double> cross_validated_errors(std::span<const FitRow> rows, int k) {
   if (rows.size() < 2) return {};
   const std::size_t folds = std::min<std::size_t>(std::max(k, 2), rows.size());
-  std::vector<double> e;
+  std::vector<double> e(rows.size());
   for (std::size_t fold = 0; fold < folds; ++fold) {
-    std::vector<FitRow> train, test;
+    std::vector<FitRow> train;
     for (std::size_t i = 0; i < rows.size(); ++i)
-      (i % folds == fold ? test : train).push_back(rows[i]);
+      if (i % folds != fold) train.push_back(rows[i]);
     const CostModel m = fit_cost_model(train);
-    for (const FitRow& r : test) e.push_back(std::abs(m.predict(r.features) / r.seconds - 1.0));
+    for (std::size_t i = fold; i < rows.size(); i += folds)
+      e[i] = std::abs(m.predict(rows[i].features) / rows[i].seconds - 1.0);
   }
-  ErrorSummary s;
-  s.n = e.size();
-  s.median = quantile_of(e, 0.5);
-  s.p90 = quantile_of(e, 0.9);
-  s.max = *std::max_element(e.begin(), e.end());
-  return s;
+  return e;
+}
+
+ErrorSummary cross_validated_error(std::span<const FitRow> rows, int k) {
+  return summarize_errors(cross_validated_errors(rows, k));
 }
 
 std::optional<double> predicted_break_even(const CostModel& mac, const CostModel& full,

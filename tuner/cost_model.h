@@ -2,8 +2,14 @@
 // stored measurements: step seconds as a non-negative combination of the terms the kernels
 // already count (kernels/stats.h, kernels/plan.h),
 //
-//   t = c_fixed + c_kv · KV bytes read + c_ring · ring bytes read + c_group · groups
-//       + c_item · work items
+//   t = c_fixed + c_mac · [a MAC step] + c_kv · KV bytes read + c_ring · ring bytes read
+//       + c_group · groups + c_item · work items
+//
+// One model per device serves both families: the family enters as its own fixed cost (a MAC
+// step also launches the match and writes the ring), the per-byte, per-group and per-item costs
+// are shared, because both stream the KV through the same attend kernels and planner. Fitted
+// apart, the two families' KV costs differ by their noise (37 vs 46 ns/KiB on the quick CPU
+// spec), and that difference, not MAC's real overhead, then decides the predicted break-even.
 //
 // with the features of a step computed on the host, exactly as the engines decide and plan it
 // (the same forced decisions of kernels/forced.h, account_request, the engine's planner and
@@ -38,14 +44,15 @@ struct StepSpec {
 };
 
 // The model's terms, in coefficient order.
-enum class Term : int { fixed, kv_bytes, ring_bytes, groups, items };
-inline constexpr int kTerms = 5;
+enum class Term : int { fixed, mac_step, kv_bytes, ring_bytes, groups, items };
+inline constexpr int kTerms = 6;
 std::string_view term_name(Term t);  // "fixed", "kv_bytes", ...
 std::string_view term_unit(Term t);  // "s/step", "s/B", ...
 
 struct StepFeatures {
-  std::array<double, kTerms> x{};  // [fixed = 1, KV bytes, ring bytes, groups, work items]
-  StepStats stats;                 // the step's accounting (skip ratio, modeled bytes, ...)
+  // [fixed = 1, MAC step (1 or 0), KV bytes, ring bytes, groups, work items]
+  std::array<double, kTerms> x{};
+  StepStats stats;  // the step's accounting (skip ratio, modeled bytes, ...)
 };
 
 // The features of the step, as the engines would decide, account and plan it (the ring warm,
@@ -82,9 +89,12 @@ struct ErrorSummary {
   std::size_t n = 0;
   double median = 0, p90 = 0, max = 0;  // of |predicted / measured - 1|
 };
+ErrorSummary summarize_errors(std::vector<double> rel_errors);
 ErrorSummary prediction_error(const CostModel& m, std::span<const FitRow> rows);
 // k-fold cross-validation: row i is held out in fold i mod k; every row is predicted by a
 // model that did not see it. k is capped at the row count; fewer than 2 rows: n = 0.
+// The _errors form gives each row's |pred / meas - 1|, in row order (empty: fewer than 2 rows).
+std::vector<double> cross_validated_errors(std::span<const FitRow> rows, int k = 5);
 ErrorSummary cross_validated_error(std::span<const FitRow> rows, int k = 5);
 
 // The break-even the two models predict for a step: the smallest hit rate in [0, 1] at which

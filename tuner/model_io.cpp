@@ -93,18 +93,25 @@ DeviceModels fit_device_models(const std::vector<ModelRow>& rows, const DeviceFi
                                const std::function<bool(const ModelRow&)>& use) {
   DeviceModels m;
   m.device = device;
-  std::vector<FitRow> mac, full;
+  std::vector<FitRow> fit;
+  std::vector<bool> is_mac;
   for (const ModelRow& r : rows)
-    if (!use || use(r)) (r.family == "mac" ? mac : full).push_back(r.fit);
-  if (mac.empty() || full.empty())
+    if (!use || use(r)) {
+      fit.push_back(r.fit);
+      is_mac.push_back(r.family == "mac");
+      (r.family == "mac" ? m.mac_rows : m.full_rows) += 1;
+    }
+  if (m.mac_rows == 0 || m.full_rows == 0)
     input_error("the cost model needs MAC and full-attention measurements to fit (have ",
-                mac.size(), " MAC and ", full.size(), " full rows)");
-  m.mac = fit_cost_model(mac);
-  m.full = fit_cost_model(full);
-  m.mac_held_out = cross_validated_error(mac);
-  m.full_held_out = cross_validated_error(full);
-  m.mac_rows = mac.size();
-  m.full_rows = full.size();
+                m.mac_rows, " MAC and ", m.full_rows, " full rows)");
+  // One fit over both families (tuner/cost_model.h: the family is a fixed cost of its own).
+  m.mac = m.full = fit_cost_model(fit);
+  const std::vector<double> held_out = cross_validated_errors(fit);
+  std::vector<double> mac_err, full_err;
+  for (std::size_t i = 0; i < held_out.size(); ++i)
+    (is_mac[i] ? mac_err : full_err).push_back(held_out[i]);
+  m.mac_held_out = summarize_errors(mac_err);
+  m.full_held_out = summarize_errors(full_err);
   return m;
 }
 
@@ -126,24 +133,26 @@ std::vector<Disagreement> disagreements(const DeviceModels& m, const std::vector
 
 std::string model_markdown(const DeviceModels& m, const std::vector<ModelRow>& rows) {
   std::ostringstream o;
+  const auto& c = m.mac.coef;
   o << "## Cost model\n\n"
-    << "Step time = fixed + KV bytes + ring bytes + groups + work items, each a non-negative "
-       "cost fitted to the measurements (relative least squares, refitted without the outliers "
-       "of a first fit); held out: 5-fold "
-       "cross-validation, |predicted / measured - 1|.\n\n"
-    << "| family | rows (outliers) | fixed (us) | KV (ns/KiB) | ring (ns/KiB) | group (us) | item "
-       "(us) | "
-       "fit median err | held-out median | held-out p90 | held-out max |\n"
-    << "|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& [name, model, err, n] :
-       {std::tuple{"mac", &m.mac, &m.mac_held_out, m.mac_rows},
-        std::tuple{"full", &m.full, &m.full_held_out, m.full_rows}}) {
-    const auto& c = model->coef;
-    o << std::setprecision(4) << "| " << name << " | " << n << " (" << model->trimmed << ") | "
-      << c[0] * 1e6 << " | " << c[1] * 1e9 * 1024 << " | " << c[2] * 1e9 * 1024 << " | "
-      << c[3] * 1e6 << " | " << c[4] * 1e6 << " | " << percent(model->fit_rel_err) << " | "
-      << percent(err->median) << " | " << percent(err->p90) << " | " << percent(err->max) << " |\n";
-  }
+    << "Step time = fixed + (MAC step) + KV bytes + ring bytes + groups + work items, each a "
+       "non-negative cost, one model for both families fitted to "
+    << m.mac_rows << " MAC and " << m.full_rows
+    << " full-attention measurements (relative least squares, refitted without the "
+    << m.mac.trimmed
+    << " outliers of a first fit); held out: 5-fold cross-validation, |predicted / measured - "
+       "1|.\n\n"
+    << "| fixed (us) | MAC step (us) | KV (ns/KiB) | ring (ns/KiB) | group (us) | item (us) | fit "
+       "median err |\n|---|---|---|---|---|---|---|\n"
+    << std::setprecision(4) << "| " << c[int(Term::fixed)] * 1e6 << " | "
+    << c[int(Term::mac_step)] * 1e6 << " | " << c[int(Term::kv_bytes)] * 1e9 * 1024 << " | "
+    << c[int(Term::ring_bytes)] * 1e9 * 1024 << " | " << c[int(Term::groups)] * 1e6 << " | "
+    << c[int(Term::items)] * 1e6 << " | " << percent(m.mac.fit_rel_err) << " |\n\n"
+    << "| held out | points | median | p90 | max |\n|---|---|---|---|---|\n";
+  for (const auto& [name, err] :
+       {std::pair{"MAC", &m.mac_held_out}, std::pair{"full", &m.full_held_out}})
+    o << "| " << name << " | " << err->n << " | " << percent(err->median) << " | "
+      << percent(err->p90) << " | " << percent(err->max) << " |\n";
   const auto off = disagreements(m, rows);
   o << "\n### Where the grid is too coarse\n\n";
   if (off.empty()) {

@@ -35,8 +35,9 @@ StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits);
 // Every ok MAC and full measurement of the selection, with its features.
 std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& sel);
 
-// The models of one device: one per family, fitted to the rows `use` accepts (all when
-// empty), with their k-fold held-out errors.
+// The model of one device, fitted to the rows `use` accepts (all when empty) of both families
+// at once (tuner/cost_model.h: the family is a fixed cost of its own, the rest is shared), with
+// each family's k-fold held-out error. `mac` and `full` are that one model.
 struct DeviceModels {
   DeviceFingerprint device;
   CostModel mac, full;

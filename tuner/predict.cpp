@@ -41,23 +41,6 @@ const ModelRow* find_measured(const std::vector<ModelRow>& rows, const db::Workl
   return nullptr;
 }
 
-ErrorSummary summarize_errors(std::vector<double> e) {
-  ErrorSummary s;
-  s.n = e.size();
-  if (e.empty()) return s;
-  std::sort(e.begin(), e.end());
-  auto q = [&](double p) {
-    const double pos = p * static_cast<double>(e.size() - 1);
-    const auto lo = static_cast<std::size_t>(pos);
-    const std::size_t hi = std::min(lo + 1, e.size() - 1);
-    return e[lo] + (pos - static_cast<double>(lo)) * (e[hi] - e[lo]);
-  };
-  s.median = q(0.5);
-  s.p90 = q(0.9);
-  s.max = e.back();
-  return s;
-}
-
 std::string ms(double s) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(3) << s * 1e3;

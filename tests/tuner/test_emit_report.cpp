@@ -154,7 +154,7 @@ TEST_F(EmitFixture, ReportWritesMarkdownAndPlots) {
   EXPECT_NE(md.find("| 0.5 (0, 0.5] |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 1 (0.5, 1] |"), std::string::npos) << md;
   EXPECT_NE(md.find("## Cost model"), std::string::npos);
-  EXPECT_NE(md.find("held-out median"), std::string::npos);
+  EXPECT_NE(md.find("| held out | points | median |"), std::string::npos);
   const std::string be = testing::read_file(dir_.file("rep/breakeven_hd128_q32_kv8_bf16_p16.svg"));
   EXPECT_NE(be.find("class=\"band\""), std::string::npos);
   EXPECT_NE(be.find("batch 1 (model)"), std::string::npos);
