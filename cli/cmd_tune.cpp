@@ -109,8 +109,10 @@ void run(TuneArgs& a) {
   std::signal(SIGINT, SIG_DFL);
   std::signal(SIGTERM, SIG_DFL);
   if (!r.decisions.empty()) std::cout << tuner::summary_table(r.decisions) << '\n';
-  std::printf("tuned %zu points in %.1f s: %zu measured, %zu already stored, %zu failed\n",
-              r.points, r.seconds, r.measured, r.stored, r.failed);
+  std::printf(
+      "tuned %zu points in %.1f s: %zu measured, %zu already stored, %zu failed, %zu break-even "
+      "probes\n",
+      r.points, r.seconds, r.measured, r.stored, r.failed, r.probes);
   std::printf("sampling  %.2f s of it (warm-up and samples; the rest is setup), search: %s\n",
               r.measuring_seconds, r.search.c_str());
   std::printf("database  %s\n", r.db_path.c_str());

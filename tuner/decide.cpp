@@ -180,11 +180,26 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     d.full = choose(full_cands, opt.tie_tolerance, incumbent("full"));
     d.full_candidates = full_cands;
 
-    // MAC: each config scored by the geometric mean, over the conditions it was measured at
-    // (hit rate x variant), of its time over the best time at that condition.
+    // MAC: each config scored by the geometric mean, over the conditions every config was
+    // measured at (hit rate x variant: the grid's, not the break-even search's probes, which
+    // only the chosen config has), of its time over the best time at that condition.
+    std::map<std::pair<double, std::string>, std::set<std::string>> configs_at;
+    std::set<std::string> configs;
+    for (const PairRow* r : list) {
+      if (r->mac_partial) continue;  // a config a halving search dropped does not count
+      const std::string id = Config{r->mac_instance, r->launch, r->mac_settings}.id();
+      configs_at[{r->hit_rate, r->variant}].insert(id);
+      configs.insert(id);
+    }
+    bool any_common = false;
+    for (const auto& [cond, ids] : configs_at)
+      any_common = any_common || ids.size() == configs.size();
+    auto scored = [&](const PairRow* r) {
+      return !any_common || configs_at[{r->hit_rate, r->variant}].size() == configs.size();
+    };
     std::map<std::pair<double, std::string>, const TimeStats*> best_at;
     for (const PairRow* r : list) {
-      if (r->mac_partial) continue;
+      if (r->mac_partial || !scored(r)) continue;
       auto [it, fresh] = best_at.try_emplace({r->hit_rate, r->variant}, &r->mac);
       if (!fresh && r->mac.median_s < it->second->median_s) it->second = &r->mac;
     }
@@ -195,7 +210,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     };
     std::map<std::string, Logs> mac;
     for (const PairRow* r : list) {
-      if (r->mac_partial) continue;
+      if (r->mac_partial || !scored(r)) continue;
       Choice c;
       c.config = {r->mac_instance, r->launch, r->mac_settings};
       Logs& l = mac[c.config.id()];

@@ -406,7 +406,21 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
     } else if (e.key == "search") {
       read_search(rd, spec.search, e.value);
     } else if (e.key == "decide") {
-      for (const auto& d : rd.mapping(e.value, "decide", {"tie_tolerance", "ties"})) {
+      for (const auto& d :
+           rd.mapping(e.value, "decide", {"tie_tolerance", "ties", "break_even", "resolution"})) {
+        if (d.key == "break_even") {
+          const std::string v = rd.scalar(d.value, "decide.break_even");
+          if (v != "search" && v != "grid")
+            rd.fail(d.value, "decide.break_even", "'" + v + "' is not search or grid");
+          spec.search_break_even = v == "search";
+          continue;
+        }
+        if (d.key == "resolution") {
+          spec.resolution = rd.number(d.value, "decide.resolution");
+          if (!(spec.resolution > 0 && spec.resolution < 1))
+            rd.fail(d.value, "decide.resolution", "must be in (0, 1)");
+          continue;
+        }
         if (d.key == "ties") {
           try {
             spec.ties = parse_enum<TieRule>(rd.scalar(d.value, "decide.ties"));

@@ -148,6 +148,10 @@ struct Spec {
   Search search;
   double tie_tolerance = 0.01;  // configs within this fraction of the best score are tied
   TieRule ties = TieRule::overlap;
+  // decide.break_even: search (bisect the hit rate after the grid, tuner/search.h) or grid
+  // (the break-even as the grid measured it); decide.resolution: the search's bracket width.
+  bool search_break_even = true;
+  double resolution = 0.02;
   std::uint64_t seed = 1;  // seeds the synthetic KV and queries of every point
   Outputs output;
 

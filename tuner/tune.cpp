@@ -17,6 +17,7 @@
 #include "tuner/expr.h"
 #include "tuner/measure.h"
 #include "tuner/report.h"
+#include "tuner/search.h"
 #include "tuner/spec.h"
 #include "tuner/store_io.h"
 #include "tuner/sweep.h"
@@ -92,25 +93,31 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   const db::Id build_id = store.upsert_build(current_build(*backend));
 
   // Keys and stored state of every point first: the progress bar knows what is left.
-  std::vector<PointIds> ids(points.size());
-  std::vector<bool> todo(points.size(), true);
-  for (std::size_t i = 0; i < points.size(); ++i) {
-    const TunePoint& p = points[i];
+  auto keys_of = [&](const TunePoint& p) {
     const auto [mac_name, full_name] = backend->instance_names(p);
-    PointIds& k = ids[i];
+    PointIds k;
     k.workload = store.upsert_workload(to_db_workload(p));
     k.mac_instance = store.upsert_instance(instance_info(*backend, mac_name, true));
     k.full_instance = store.upsert_instance(instance_info(*backend, full_name, false));
     k.mac = {device_id, build_id, k.mac_instance, p.launch_text(), k.workload, policy, cold};
     k.full = k.mac;
     k.full.instance_id = k.full_instance;
+    return k;
+  };
+  auto needs_measuring = [&](const PointIds& k) {
     const auto sm = store.point_status(k.mac), sf = store.point_status(k.full);
     const bool failed = sm == db::PointStatus::failed || sf == db::PointStatus::failed;
     // A row a halving search left partial is measured again by an exhaustive sweep (whose
     // complete row replaces it); a halving sweep counts it as stored.
     const bool partial = spec.search.strategy == SearchStrategy::exhaustive &&
                          (store.point_partial(k.mac) || store.point_partial(k.full));
-    todo[i] = !sm || !sf || (failed && opt.retry_failed) || partial;
+    return !sm || !sf || (failed && opt.retry_failed) || partial;
+  };
+  std::vector<PointIds> ids(points.size());
+  std::vector<bool> todo(points.size(), true);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    ids[i] = keys_of(points[i]);
+    todo[i] = needs_measuring(ids[i]);
     if (!todo[i]) ++res.stored;
   }
 
@@ -133,6 +140,36 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     res.measured = c.measured;
     res.failed = c.failed;
     res.measuring_seconds = c.measuring_seconds;
+    progress.finish();
+    // The break-even search: rounds of one probe per open bucket, each decided from what is
+    // stored (grid and earlier probes), so a resumed or merged run continues where it was.
+    // A shard holds part of each bucket's grid: its decisions are not the bucket's; search
+    // after `db merge` (a run of the spec on the merged database measures only the probes).
+    if (spec.search_break_even && !opt.shard && res.failed == 0) {
+      const Selection sel{device_id, build_id, policy, cold};
+      DecideOptions dopt;
+      dopt.tie_tolerance = spec.tie_tolerance;
+      dopt.ties = spec.ties;
+      for (int round = 0; round < 16; ++round) {
+        const std::vector<TunePoint> probes =
+            next_probes(decide_only(store, sel, dopt).decisions, points, spec.resolution);
+        std::vector<PointIds> probe_ids;
+        std::vector<PendingPoint> todo_probes;
+        for (const TunePoint& p : probes) probe_ids.push_back(keys_of(p));
+        for (std::size_t i = 0; i < probes.size(); ++i)
+          if (needs_measuring(probe_ids[i]))
+            todo_probes.push_back({&probes[i], probe_ids[i].mac, probe_ids[i].full});
+        if (todo_probes.empty()) break;  // none open, or only failed probes left
+        progress.note("break-even search, round " + std::to_string(round + 1) + ": " +
+                      std::to_string(todo_probes.size()) + " probes");
+        progress.start(todo_probes.size(), 0);
+        const SweepCounts pc = sweep(*backend, store, spec, run_id, todo_probes, progress, stop);
+        progress.finish();
+        res.probes += pc.measured;
+        res.failed += pc.failed;
+        res.measuring_seconds += pc.measuring_seconds;
+      }
+    }
   } catch (const Interrupted&) {
     store.finish_run(run_id, db::RunStatus::interrupted);
     progress.finish();
@@ -148,7 +185,6 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     throw;
   }
   store.finish_run(run_id, db::RunStatus::finished);
-  progress.finish();
 
   // Decisions and the table: over everything stored for this device, build and policy (a
   // shard decides over what its database holds; merge the shards, then `mactune emit`).

@@ -48,7 +48,8 @@ inline std::string tiny_spec(const std::string& name, const std::string& batches
                              const std::string& contexts = "[256, 512]",
                              const std::string& hits = "[0, 1]",
                              const std::string& chunks = "[64, 128]", int samples = 3,
-                             const std::string& interleave = "point") {
+                             const std::string& interleave = "point",
+                             const std::string& break_even = "grid") {
   std::ostringstream s;
   s << "name: " << name << "\n"
     << "device: {backend: cpu}\n"
@@ -63,6 +64,7 @@ inline std::string tiny_spec(const std::string& name, const std::string& batches
     << "constraints: [r < context]\n"
     << "measure: {warmup: 1, min_samples: " << samples << ", max_samples: " << samples
     << ", noise: 0.5, time_cap: 1, mode: hot, interleave: " << interleave << "}\n"
+    << "decide: {break_even: " << break_even << "}\n"
     << "output: {db: " << name << ".db, dispatch: " << name << ".json, report: rep-" << name
     << "}\n";
   return s.str();

@@ -87,6 +87,43 @@ TEST(TuneCli, SpecErrorsAreOneLineNamingFileLineKeyWithExit2) {
   }
 }
 
+// The break-even search: probes stored as points (hit rates off the grid, each with its
+// baseline), the bracket in the report, and a re-run that measures nothing (the search state is
+// recomputed from the stored curve).
+TEST(TuneCli, BreakEvenSearchStoresProbesAndResumes) {
+  TempDir dir;
+  // Context 2048, 2 x 8 heads: MAC reads ~50 of 2049 tokens at hit rate 1 (clearly faster), all
+  // of them at 0; quotas are sixteenths, so at most 4 probes.
+  dir.write("s.yaml", tiny_spec("s", "[2]", "[2048]", "[0, 1]", "[128]", 5, "point", "search"));
+  auto r = run_mactune(dir, {"tune", "s.yaml"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::set<std::string> rates;
+  {
+    const db::Store s = db::Store::open(dir.file("s.db"), {.mode = db::OpenMode::read_only});
+    db::MeasurementFilter f;
+    f.device_id = s.devices().at(0).id;
+    for (const auto& row : s.measurements(f))
+      rates.insert(db::format_double(row.workload.hit_rate));
+  }
+  const std::size_t probes = rates.size() - 2;
+  EXPECT_GE(probes, 1u) << r.out << r.err;
+  EXPECT_LE(probes, 4u);
+  EXPECT_EQ(count(dir.file("s.db"), "measurements"), std::int64_t(2 * (2 + probes)));
+  EXPECT_NE(r.out.find(std::to_string(probes) + " break-even probes"), std::string::npos) << r.out;
+  for (const std::string& h : rates) {
+    const double k = std::stod(h) * 16;
+    EXPECT_NEAR(k, std::round(k), 1e-9) << h << ": a probe is a quota";
+  }
+  const std::string md = testing::read_file(dir.file("rep-s/report.md"));
+  EXPECT_NE(md.find(" ("), std::string::npos) << "the bracket: " << md;
+  auto again = run_mactune(dir, {"tune", "s.yaml"});
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.out.find("0 measured, 2 already stored, 0 failed, 0 break-even probes"),
+            std::string::npos)
+      << again.out;
+  EXPECT_EQ(count(dir.file("s.db"), "measurements"), std::int64_t(2 * (2 + probes)));
+}
+
 TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
   TempDir dir;
   dir.write("tiny.yaml", tiny_spec("tiny"));

@@ -1,0 +1,152 @@
+// The break-even search on synthetic step-time functions: it converges to the known crossing
+// within the resolution, stops at a tie, never splits a forced quota, and its probes (rows of
+// the chosen config only) do not change which config is chosen.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tuner/decide.h"
+#include "tuner/search.h"
+
+namespace mactune::tuner {
+namespace {
+
+// MAC vs full at hit rate h when MAC's time is full x (1 + a - b h) and every measurement's
+// interval is +-1%; ties inside +-tie_band of the crossing.
+struct Synthetic {
+  double crossing = 0.3;
+  double tie_band = 0.0;
+  CurvePoint at(double h) const {
+    CurvePoint p;
+    p.hit_rate = h;
+    p.speedup = 1.0 / (1.0 + 0.5 * (crossing - h));
+    p.verdict = std::abs(h - crossing) <= tie_band ? Verdict::tie
+                : h > crossing                     ? Verdict::faster
+                                                   : Verdict::slower;
+    return p;
+  }
+};
+
+struct Outcome {
+  SearchStatus status;
+  int probes = 0;
+};
+
+// Runs the search to its end from the grid {0, 0.5, 0.9, 1}.
+Outcome run(const Synthetic& f, double resolution, int units) {
+  const std::set<double> grid{0, 0.5, 0.9, 1};
+  std::vector<CurvePoint> curve;
+  for (double h : grid) curve.push_back(f.at(h));
+  Outcome o;
+  for (;;) {
+    o.status = search_status(break_even_of(curve), resolution, units, grid);
+    if (o.status.stop != SearchStop::open) return o;
+    EXPECT_GT(*o.status.next, o.status.lo);
+    EXPECT_LT(*o.status.next, o.status.hi);
+    const double k = *o.status.next * units;
+    EXPECT_NEAR(k, std::round(k), 1e-9) << "probes are quotas";
+    curve.push_back(f.at(*o.status.next));
+    if (++o.probes > 20) {
+      ADD_FAILURE() << "the search does not end";
+      return o;
+    }
+  }
+}
+
+TEST(BreakEvenSearch, ConvergesToTheKnownCrossingWithinTheResolution) {
+  for (double crossing : {0.03, 0.3, 0.61, 0.77, 0.95}) {
+    const Outcome o = run({crossing, 0.0}, 0.02, 4096);
+    EXPECT_EQ(o.status.stop, SearchStop::resolution) << crossing;
+    EXPECT_LT(o.status.lo, crossing) << crossing;
+    EXPECT_GE(o.status.hi, crossing) << crossing;
+    EXPECT_LE(o.status.hi - o.status.lo, 0.02 + 1e-12) << crossing;
+    EXPECT_LE(o.probes, 6) << "bisection: log2(0.5 / 0.02) < 5 probes, and one for quotas";
+  }
+}
+
+TEST(BreakEvenSearch, StopsWhereTheSidesTie) {
+  // Ties over [0.25, 0.35]: the first probe, 0.25, ties; the bracket is (0.25, 0.5].
+  const Outcome o = run({0.3, 0.05}, 0.02, 4096);
+  EXPECT_EQ(o.status.stop, SearchStop::tie);
+  EXPECT_EQ(o.probes, 1);
+  EXPECT_NEAR(o.status.lo, 0.25, 1e-3);
+  EXPECT_DOUBLE_EQ(o.status.hi, 0.5);
+  // A tie at a grid rate is probed past: grid 0.5 ties (crossing 0.52, band 0.03).
+  const Outcome g = run({0.52, 0.03}, 0.02, 4096);
+  EXPECT_GE(g.probes, 1);
+  EXPECT_GE(g.status.hi, 0.52);
+}
+
+TEST(BreakEvenSearch, NeverSplitsAForcedQuota) {
+  // 32 units a step: rates are multiples of 1/32, the bracket ends one quota wide.
+  const Outcome o = run({0.3, 0.0}, 0.001, 32);
+  EXPECT_EQ(o.status.stop, SearchStop::resolution);
+  EXPECT_NEAR(o.status.hi - o.status.lo, 1.0 / 32, 1e-12);
+  EXPECT_LT(o.status.lo, 0.3);
+  EXPECT_GE(o.status.hi, 0.3);
+}
+
+TEST(BreakEvenSearch, NothingToBisectWhenNeverFasterOrFasterFromZero) {
+  const std::set<double> grid{0, 1};
+  EXPECT_EQ(search_status(break_even_of({{0, 0.5, Verdict::slower}, {1, 0.9, Verdict::slower}}),
+                          0.02, 64, grid)
+                .stop,
+            SearchStop::no_bracket);
+  EXPECT_EQ(search_status(break_even_of({{0, 1.5, Verdict::faster}, {1, 9, Verdict::faster}}), 0.02,
+                          64, grid)
+                .stop,
+            SearchStop::no_bracket);
+  EXPECT_EQ(
+      search_text(search_status(break_even_of({{0, 0.5, Verdict::slower}, {1, 9, Verdict::faster}}),
+                                0.02, 64, grid)),
+      "search=open bracket=(0,1] next=0.5");
+}
+
+// Probes are rows of the chosen config alone; they must not vote in the choice of config.
+TEST(BreakEvenSearch, ProbesDoNotChangeTheChosenConfig) {
+  auto row = [](double hit, const std::string& params, double mac_ms, double full_ms) {
+    PairRow r;
+    r.bucket = {128, 32, 8, "bf16", 16, 4, 16384};
+    r.hit_rate = hit;
+    r.variant = "lag=uniform(1,64),coherence=per-head";
+    r.mac_instance = "mac";
+    r.full_instance = "full";
+    r.params = params;
+    r.K = 512;
+    r.r = 256;
+    r.mac_settings = "K=512,r=256";
+    auto t = [](double ms) {
+      Summary s;
+      s.samples = 10;
+      s.median = ms * 1e-3;
+      s.q1 = s.median * 0.99;
+      s.q3 = s.median * 1.01;
+      return s;
+    };
+    r.mac = t(mac_ms);
+    r.full = t(full_ms);
+    return r;
+  };
+  // a is 10% faster than b at both grid rates; b is chosen nowhere.
+  std::vector<PairRow> rows;
+  for (double h : {0.0, 1.0}) {
+    rows.push_back(row(h, "chunk=a", (2 - h) * 0.9, 1.5));
+    rows.push_back(row(h, "chunk=b", (2 - h), 1.5));
+  }
+  const auto before = decide(rows, {});
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].mac.params, "chunk=a");
+  // Probes of a at 0.5 and 0.25: a alone there (its ratio to the best at those rates is 1).
+  rows.push_back(row(0.5, "chunk=a", 1.5 * 0.9, 1.5));
+  rows.push_back(row(0.25, "chunk=a", 1.75 * 0.9, 1.5));
+  const auto after = decide(rows, {});
+  EXPECT_EQ(after[0].mac.params, "chunk=a");
+  EXPECT_DOUBLE_EQ(after[0].mac.score, before[0].mac.score) << "scored on the grid's rates only";
+  // ... and they are on its curve: the break-even moves from 1 to 0.5.
+  EXPECT_DOUBLE_EQ(*before[0].break_even.hit_rate, 1.0);
+  EXPECT_DOUBLE_EQ(*after[0].break_even.hit_rate, 0.5);
+  EXPECT_DOUBLE_EQ(*after[0].break_even.lo, 0.25);
+}
+
+}  // namespace
+}  // namespace mactune::tuner

@@ -1,0 +1,94 @@
+#include "tuner/search.h"
+
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "kernels/forced.h"
+#include "tuner/expr.h"
+#include "tuner/store_io.h"
+
+namespace mactune::tuner {
+
+std::string_view search_stop_name(SearchStop s) {
+  switch (s) {
+    case SearchStop::open:
+      return "open";
+    case SearchStop::resolution:
+      return "resolution";
+    case SearchStop::tie:
+      return "tie";
+    case SearchStop::no_bracket:
+      return "none";
+  }
+  return "?";
+}
+
+SearchStatus search_status(const BreakEven& be, double resolution, int units,
+                           const std::set<double>& grid_rates) {
+  SearchStatus s;
+  if (be.status != "ok" || !be.hit_rate) return s;
+  s.hi = *be.hit_rate;
+  s.lo = be.lo.value_or(s.hi);
+  if (!(s.lo < s.hi)) return s;  // MAC clearly faster from hit rate 0
+  const CurvePoint* at_lo = nullptr;
+  for (const CurvePoint& p : be.curve)
+    if (p.hit_rate == s.lo) at_lo = &p;
+  if (at_lo && at_lo->verdict == Verdict::tie && !grid_rates.count(s.lo)) {
+    s.stop = SearchStop::tie;
+    return s;
+  }
+  // The work of a rate is its quota: rates with one quota are one measurement.
+  const int q_lo = forced_quota(s.lo, units), q_hi = forced_quota(s.hi, units);
+  if (s.hi - s.lo <= resolution + 1e-12 || q_hi - q_lo < 2) {
+    s.stop = SearchStop::resolution;
+    return s;
+  }
+  s.stop = SearchStop::open;
+  s.next = static_cast<double>((q_lo + q_hi) / 2) / units;
+  return s;
+}
+
+std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
+                                   const std::vector<TunePoint>& grid, double resolution) {
+  // The grid points of each bucket's chosen MAC config, by variant.
+  std::map<std::pair<std::string, std::string>, std::vector<const TunePoint*>> chosen;
+  std::map<std::string, const BucketDecision*> by_bucket;
+  for (const BucketDecision& d : decisions) by_bucket[d.bucket.key()] = &d;
+  for (const TunePoint& p : grid) {
+    const auto it = by_bucket.find(bucket_of(p).key());
+    if (it == by_bucket.end()) continue;
+    const Choice& mac = it->second->mac;
+    if (p.launch_text() != mac.params || mac_text(p.mac) != mac.mac_settings) continue;
+    chosen[{it->first, variant_of(to_db_workload(p))}].push_back(&p);
+  }
+  std::vector<TunePoint> probes;
+  for (const BucketDecision& d : decisions)
+    for (const auto& [variant, be] : d.by_variant) {
+      const auto it = chosen.find({d.bucket.key(), variant});
+      if (it == chosen.end()) continue;  // not in this grid (or shard)
+      const TunePoint& p = *it->second.front();
+      std::set<double> rates;
+      for (const TunePoint* q : it->second) rates.insert(q->forced.hit_rate);
+      const int units =
+          p.shape.batch *
+          (p.forced.coherence == Coherence::per_head ? p.shape.q_heads : p.shape.kv_heads);
+      const SearchStatus s = search_status(be, resolution, units, rates);
+      if (s.stop != SearchStop::open) continue;
+      TunePoint probe = p;
+      probe.forced.hit_rate = *s.next;
+      probes.push_back(probe);
+    }
+  return probes;
+}
+
+std::string search_text(const SearchStatus& s) {
+  std::ostringstream o;
+  o << "search=" << search_stop_name(s.stop);
+  if (s.stop != SearchStop::no_bracket)
+    o << " bracket=(" << format_number(s.lo) << ',' << format_number(s.hi) << ']';
+  if (s.next) o << " next=" << format_number(*s.next);
+  return o.str();
+}
+
+}  // namespace mactune::tuner
