@@ -127,7 +127,7 @@ TEST(TunerGrid, ShippedSpecs) {
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
   const std::string dir = std::string(src) + "/configs/";
   const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
-  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 4u * 2u);  // batch x context x hit x chunk
+  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 3u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(quick.device.backend, "cpu");
   // cpu-wide: >= 16 configs per bucket (chunk x block_rows x threads x K x r), 6 buckets.
   const Spec wide = load_spec(dir + "cpu-wide.yaml", "cpu");
@@ -139,6 +139,8 @@ TEST(TunerGrid, ShippedSpecs) {
   EXPECT_EQ(configs.size(), 6u);
   for (const auto& [b, c] : configs) EXPECT_GE(c.size(), 16u) << b;
   EXPECT_EQ(wide.search.strategy, SearchStrategy::halving);
+  EXPECT_TRUE(quick.search_break_even);
+  EXPECT_DOUBLE_EQ(quick.resolution, 0.02);
   const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", "cuda");
   EXPECT_EQ(expand_grid(cuda_quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(cuda_quick.device.backend, "cuda");
