@@ -33,7 +33,7 @@ std::vector<int> counts(const std::vector<std::string>& texts, const char* flag)
     std::istringstream in(t);
     std::string one;
     while (std::getline(in, one, ',')) {
-      const auto v = tuner::parse_number(one);
+      const auto v = parse_real(one);
       MACTUNE_REQUIRE(v && *v >= 1 && *v <= (1 << 30) && *v == static_cast<int>(*v), flag, " '",
                       one, "' is not a positive integer (4096, 64K, 1M)");
       out.push_back(static_cast<int>(*v));
@@ -48,7 +48,7 @@ std::vector<double> rates(const std::vector<std::string>& texts) {
     std::istringstream in(t);
     std::string one;
     while (std::getline(in, one, ',')) {
-      const auto v = tuner::parse_number(one);
+      const auto v = parse_real(one);
       MACTUNE_REQUIRE(v && *v >= 0 && *v <= 1, "--hit-rate '", one, "' is not in [0, 1]");
       out.push_back(*v);
     }

@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "kernels/error.h"
-#include "tuner/axes.h"
 #include "tuner/expr.h"
 
 namespace mactune::tuner {
@@ -18,7 +17,7 @@ int param_int(const std::string& params, const std::string& key, int fallback) {
   while (std::getline(in, kv, ',')) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || kv.substr(0, eq) != key) continue;
-    if (const auto v = parse_number(kv.substr(eq + 1))) return static_cast<int>(*v);
+    if (const auto v = parse_real(kv.substr(eq + 1))) return static_cast<int>(*v);
   }
   return fallback;
 }
@@ -52,10 +51,8 @@ StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits) {
   s.context = static_cast<int>(w.context);
   s.mac = w.mac;
   s.mac_enabled = mac;
+  s.forced = w.forced;
   s.forced.enabled = mac;
-  s.forced.hit_rate = w.hit_rate;
-  s.forced.lag = parse_lag(w.lag);
-  s.forced.coherence = parse_coherence(w.coherence);
   s.limits = limits;
   return s;
 }
@@ -71,14 +68,15 @@ std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& s
   f.cold = sel.cold;
   std::vector<ModelRow> out;
   for (const db::MeasurementRow& r : store.measurements(f)) {
-    const std::string& fam = r.instance.family;
-    if ((fam != "mac" && fam != "full") || !(r.m.stats.median_s > 0)) continue;
+    const Family fam = r.instance.family;
+    if ((fam != Family::mac && fam != Family::full) || !(r.m.stats.median_s > 0)) continue;
     ModelRow row;
-    row.family = fam;
+    row.family = fam == Family::mac ? "mac" : "full";
     row.instance = r.instance.name;
     row.params = r.m.point.params;
+    row.launch = parse_launch(name_of(r.instance.backend), row.params);
     row.workload = r.workload;
-    row.step = step_of(r.workload, fam == "mac", plan_limits_of(device, row.params));
+    row.step = step_of(r.workload, fam == Family::mac, plan_limits_of(device, row.params));
     row.fit.features = step_features(row.step);
     row.fit.seconds = r.m.stats.median_s;
     row.fit.rel_noise = (r.m.stats.q3_s - r.m.stats.q1_s) / r.m.stats.median_s;
@@ -169,7 +167,7 @@ std::string model_markdown(const DeviceModels& m, const std::vector<ModelRow>& r
   for (const Disagreement& d : off) {
     const ModelRow& r = *d.row;
     o << "| " << r.family << " | " << r.workload.problem.batch << " | " << r.workload.context
-      << " | " << format_number(r.workload.hit_rate) << " | " << r.params << " | "
+      << " | " << format_number(r.workload.forced.hit_rate) << " | " << r.params << " | "
       << ms_text(r.fit.seconds) << " | " << ms_text(d.predicted_s) << " | "
       << (d.rel_err >= 0 ? "+" : "") << percent(d.rel_err) << " | " << percent(d.allowed) << " |\n";
   }

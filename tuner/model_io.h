@@ -16,8 +16,9 @@ namespace mactune::tuner {
 
 // One stored measurement with the step it timed.
 struct ModelRow {
-  std::string family;  // "mac" | "full"
-  std::string instance, params;
+  std::string family;            // "mac" | "full"
+  std::string instance, params;  // params: the stored launch text
+  Launch launch;                 // the same, typed (as decisions hold it)
   db::Workload workload;
   StepSpec step;
   FitRow fit;

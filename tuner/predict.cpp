@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "kernels/error.h"
-#include "tuner/axes.h"
 #include "tuner/expr.h"
 
 namespace mactune::tuner {
@@ -24,7 +23,7 @@ const ModelRow& template_row(const std::vector<ModelRow>& rows) {
     db::Workload w = r.workload;
     w.context = 0;
     w.problem.batch = 1;
-    w.hit_rate = 0;
+    w.forced.hit_rate = 0;
     const int n = ++count[w.key() + "|" + r.params];
     if (n > best_n) best_n = n, best = &r;
   }
@@ -83,8 +82,8 @@ Prediction predict(const std::vector<ModelRow>& rows, const DeviceFingerprint& d
   if (req.dtype) w.problem.kv_dtype = parse_dtype(*req.dtype);
   if (req.K) w.mac.ring_capacity = *req.K;
   if (req.r) w.mac.band = *req.r;
-  if (req.lag) w.lag = lag_text(parse_lag(*req.lag));
-  if (req.coherence) w.coherence = std::string(coherence_name(parse_coherence(*req.coherence)));
+  if (req.lag) w.forced.lag = FieldCodec<LagDistribution>::parse(*req.lag);
+  if (req.coherence) w.forced.coherence = parse_enum<Coherence>(*req.coherence);
   const std::string params = req.params.value_or(t.params);
   const PlanLimits limits = plan_limits_of(device, params);
   const std::vector<double> hits =
@@ -100,7 +99,7 @@ Prediction predict(const std::vector<ModelRow>& rows, const DeviceFingerprint& d
       require_valid(w.mac);
       for (double h : hits) {
         MACTUNE_REQUIRE(h >= 0 && h <= 1, "--hit-rate ", h, " is outside [0, 1]");
-        w.hit_rate = h;
+        w.forced.hit_rate = h;
         PredictedPoint p;
         p.params = params;
         p.step = step_of(w, true, limits);
@@ -119,7 +118,7 @@ Prediction predict(const std::vector<ModelRow>& rows, const DeviceFingerprint& d
         }
         out.points.push_back(p);
       }
-      w.hit_rate = 0;
+      w.forced.hit_rate = 0;
       out.break_evens.push_back(
           {ctx, b,
            predicted_break_even(out.models.mac, out.models.full, step_of(w, true, limits))});
@@ -140,9 +139,9 @@ std::string prediction_markdown(const Prediction& p) {
     const StepSpec& s = p.points.front().step;
     o << "Shape: q_heads " << s.shape.q_heads << ", kv_heads " << s.shape.kv_heads << ", head_dim "
       << s.shape.head_dim << ", " << dtype_name(s.shape.kv_dtype) << ", page " << s.shape.page_size
-      << "; K " << s.mac.ring_capacity << ", r " << s.mac.band << ", lag " << lag_text(s.forced.lag)
-      << ", " << coherence_name(s.forced.coherence) << "; params " << p.points.front().params
-      << ".\n\n";
+      << "; K " << s.mac.ring_capacity << ", r " << s.mac.band << ", lag "
+      << FieldCodec<LagDistribution>::text(s.forced.lag) << ", " << name_of(s.forced.coherence)
+      << "; params " << p.points.front().params << ".\n\n";
   }
   o << "| context | batch | hit rate | skip ratio | MAC (ms) | full (ms) | speedup | measured MAC "
        "| measured full | measured speedup | MAC err | full err |\n"

@@ -50,9 +50,10 @@ std::string break_even_text(const BreakEven& be) {
 const ModelRow* template_row(const BucketDecision& d, const std::vector<ModelRow>& rows) {
   const ModelRow* best = nullptr;
   for (const ModelRow& r : rows) {
-    if (r.family != "mac" || r.params != d.mac.params || r.instance != d.mac.instance) continue;
+    if (r.family != "mac" || r.launch != d.mac.config.launch || r.instance != d.mac.config.instance)
+      continue;
     const Bucket b = bucket_of(r.workload);
-    if (b.shape_key() != d.bucket.shape_key() || b.batch != d.bucket.batch) continue;
+    if (b.shape != d.bucket.shape || b.batch != d.bucket.batch) continue;
     if (!best || r.workload.context < best->workload.context) best = &r;
   }
   return best;
@@ -134,7 +135,7 @@ svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportM
   p.title = "band: bracket; hollow: ambiguous / never";
   std::map<int, svg::Series> by_batch;
   std::map<int, const BucketDecision*> first_of_batch;  // smallest context
-  int lo_ctx = 0, hi_ctx = 0;
+  long long lo_ctx = 0, hi_ctx = 0;
   for (const auto& d : ds) {
     svg::Series& s = by_batch[d.bucket.batch];
     s.label = "batch " + std::to_string(d.bucket.batch);
@@ -163,7 +164,8 @@ svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportM
       s.color_of = "batch " + std::to_string(batch);
       s.dashed = true;
       s.markers = false;
-      for (double ctx = lo_ctx; ctx <= 4.0 * hi_ctx * 1.0001; ctx *= std::pow(2.0, 0.25)) {
+      for (double ctx = static_cast<double>(lo_ctx);
+           ctx <= 4.0 * static_cast<double>(hi_ctx) * 1.0001; ctx *= std::pow(2.0, 0.25)) {
         StepSpec step = t->step;
         step.context = static_cast<int>(std::lround(ctx));
         if (step.context <= step.mac.band) continue;

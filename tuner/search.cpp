@@ -58,8 +58,8 @@ std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
   for (const TunePoint& p : grid) {
     const auto it = by_bucket.find(bucket_of(p).key());
     if (it == by_bucket.end()) continue;
-    const Choice& mac = it->second->mac;
-    if (p.launch_text() != mac.params || mac_text(p.mac) != mac.mac_settings) continue;
+    const Config& mac = it->second->mac.config;
+    if (p.launch() != mac.launch || !mac.mac || p.mac != *mac.mac) continue;
     chosen[{it->first, variant_of(to_db_workload(p))}].push_back(&p);
   }
   std::vector<TunePoint> probes;

@@ -130,7 +130,9 @@ TEST(CostModel, FeaturesEqualTheEnginesAccounting) {
       p.forced.enabled = true;
       p.forced.hit_rate = hit;
       p.forced.lag = {LagKind::uniform, 1, 200};
-      p.launch = {{"threads", "2"}, {"chunk_tokens", "128"}, {"block_rows", "16"}};
+      p.cpu.threads = 2;
+      p.cpu.chunk_tokens = 128;
+      p.cpu.block_rows = 16;
       auto c = backend->make_case(p, mac, 7);
       c->run();
       const StepStats engine = c->stats();
@@ -182,9 +184,8 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             r.params = "threads=2,chunk_tokens=" + std::to_string(chunk) + ",block_rows=16";
             r.workload.problem = step(b, ctx, h).shape;
             r.workload.context = ctx;
-            r.workload.hit_rate = h;
-            r.workload.lag = "uniform(1,32)";
-            r.workload.coherence = "per-head";
+            r.workload.forced.hit_rate = h;
+            r.workload.forced.lag = {LagKind::uniform, 1, 32};
             r.workload.mac = step(b, ctx, h).mac;
             DeviceFingerprint d;
             d.threads = 2;

@@ -106,21 +106,18 @@ TEST(BreakEvenSearch, NothingToBisectWhenNeverFasterOrFasterFromZero) {
 TEST(BreakEvenSearch, ProbesDoNotChangeTheChosenConfig) {
   auto row = [](double hit, const std::string& params, double mac_ms, double full_ms) {
     PairRow r;
-    r.bucket = {128, 32, 8, "bf16", 16, 4, 16384};
+    r.bucket = {{128, 32, 8, DType::bf16, 16}, 4, 16384};
     r.hit_rate = hit;
     r.variant = "lag=uniform(1,64),coherence=per-head";
     r.mac_instance = "mac";
     r.full_instance = "full";
-    r.params = params;
-    r.K = 512;
-    r.r = 256;
-    r.mac_settings = "K=512,r=256";
+    r.launch = {{"chunk", Scalar{params}}};
     auto t = [](double ms) {
-      Summary s;
+      TimeStats s;
       s.samples = 10;
-      s.median = ms * 1e-3;
-      s.q1 = s.median * 0.99;
-      s.q3 = s.median * 1.01;
+      s.median_s = ms * 1e-3;
+      s.q1_s = s.median_s * 0.99;
+      s.q3_s = s.median_s * 1.01;
       return s;
     };
     r.mac = t(mac_ms);
@@ -130,17 +127,17 @@ TEST(BreakEvenSearch, ProbesDoNotChangeTheChosenConfig) {
   // a is 10% faster than b at both grid rates; b is chosen nowhere.
   std::vector<PairRow> rows;
   for (double h : {0.0, 1.0}) {
-    rows.push_back(row(h, "chunk=a", (2 - h) * 0.9, 1.5));
-    rows.push_back(row(h, "chunk=b", (2 - h), 1.5));
+    rows.push_back(row(h, "a", (2 - h) * 0.9, 1.5));
+    rows.push_back(row(h, "b", (2 - h), 1.5));
   }
   const auto before = decide(rows, {});
   ASSERT_EQ(before.size(), 1u);
-  EXPECT_EQ(before[0].mac.params, "chunk=a");
+  EXPECT_EQ(launch_text(before[0].mac.config.launch), "chunk=a");
   // Probes of a at 0.5 and 0.25: a alone there (its ratio to the best at those rates is 1).
-  rows.push_back(row(0.5, "chunk=a", 1.5 * 0.9, 1.5));
-  rows.push_back(row(0.25, "chunk=a", 1.75 * 0.9, 1.5));
+  rows.push_back(row(0.5, "a", 1.5 * 0.9, 1.5));
+  rows.push_back(row(0.25, "a", 1.75 * 0.9, 1.5));
   const auto after = decide(rows, {});
-  EXPECT_EQ(after[0].mac.params, "chunk=a");
+  EXPECT_EQ(launch_text(after[0].mac.config.launch), "chunk=a");
   EXPECT_DOUBLE_EQ(after[0].mac.score, before[0].mac.score) << "scored on the grid's rates only";
   // ... and they are on its curve: the break-even moves from 1 to 0.5.
   EXPECT_DOUBLE_EQ(*before[0].break_even.hit_rate, 1.0);

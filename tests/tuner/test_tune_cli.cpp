@@ -103,7 +103,7 @@ TEST(TuneCli, BreakEvenSearchStoresProbesAndResumes) {
     db::MeasurementFilter f;
     f.device_id = s.devices().at(0).id;
     for (const auto& row : s.measurements(f))
-      rates.insert(db::format_double(row.workload.hit_rate));
+      rates.insert(db::format_double(row.workload.forced.hit_rate));
   }
   const std::size_t probes = rates.size() - 2;
   EXPECT_GE(probes, 1u) << r.out << r.err;
