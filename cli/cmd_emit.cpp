@@ -8,6 +8,7 @@
 #include "kernels/device.h"
 #include "tuner/emit.h"
 #include "tuner/measure.h"
+#include "tuner/model_io.h"
 #include "tuner/tune.h"
 
 namespace mactune::cli {
@@ -44,7 +45,9 @@ void run(const EmitArgs& a) {
   const DeviceFingerprint here = this_machine(store);
   const tuner::Selection sel = tuner::select_rows(store, a.device, here);
   const tuner::Decided d = tuner::decide_and_store(store, sel, options(a));
-  const auto table = tuner::make_table(d, a.db);
+  const auto model_rows = tuner::load_model_rows(store, sel);
+  const auto models = tuner::try_fit_device_models(model_rows, d.device);
+  const auto table = tuner::make_table(d, a.db, {models ? &*models : nullptr, &model_rows});
   const std::string refusal = tuner::write_dispatch(table, a.out, a.header, here);
   if (!refusal.empty()) throw Error("the emitted table " + a.out + " does not load: " + refusal);
   if (!a.quiet) std::cout << tuner::summary_table(d.decisions) << '\n';

@@ -1,5 +1,7 @@
 #include "tuner/emit.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -58,9 +60,35 @@ std::string note_of(const BucketDecision& d) {
   return o.str();
 }
 
+// The first context of `upper`'s entry: where the model's break-even for the lower bucket's
+// config is nearer upper's measured break-even than lower's (see make_table).
+long long context_boundary(const FittedModel& m, const BucketDecision& lower,
+                           const BucketDecision& upper) {
+  const long long fallback = upper.bucket.context;
+  if (!m.usable() || !lower.break_even.hit_rate || !upper.break_even.hit_rate) return fallback;
+  const double lo_be = *lower.break_even.hit_rate, hi_be = *upper.break_even.hit_rate;
+  if (lo_be == hi_be) return fallback;
+  const ModelRow* t = chosen_mac_row(lower, *m.rows);
+  if (!t) return fallback;
+  auto nearer_upper = [&](long long ctx) {
+    StepSpec s = t->step;
+    s.context = static_cast<int>(ctx);
+    const double be = predicted_break_even(m.models->mac, m.models->full, s, 0.005).value_or(2.0);
+    return std::abs(be - hi_be) < std::abs(be - lo_be);
+  };
+  long long a = lower.bucket.context, b = upper.bucket.context;
+  if (nearer_upper(a) || !nearer_upper(b)) return fallback;  // the model contradicts a bucket
+  while (b - a > std::max(1LL, a / 64)) {
+    const auto mid = static_cast<long long>(std::sqrt(double(a) * double(b)));
+    (nearer_upper(std::clamp(mid, a + 1, b - 1)) ? b : a) = std::clamp(mid, a + 1, b - 1);
+  }
+  return b;
+}
+
 }  // namespace
 
-dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database) {
+dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database,
+                                   const FittedModel& model) {
   dispatch::DispatchTable t;
   t.device.backend = d.device.backend;
   t.device.name = d.device.name;
@@ -77,12 +105,30 @@ dispatch::DispatchTable make_table(const Decided& d, const std::string& source_d
     a.first.insert(b.bucket.batch);
     a.second.insert(b.bucket.context);
   }
+  // Context boundaries per shape and batch: the next measured context, or the model's.
+  std::map<std::pair<ShapeKey, int>, std::map<long long, const BucketDecision*>> rows;
+  for (const BucketDecision& b : d.decisions)
+    rows[{b.bucket.shape, b.bucket.batch}][b.bucket.context] = &b;
+  std::map<const BucketDecision*, dispatch::Interval> context_of;
+  for (const auto& [key, by_ctx] : rows) {
+    long long lo = 1;
+    for (auto it = by_ctx.begin(); it != by_ctx.end(); ++it) {
+      dispatch::Interval iv;
+      iv.lo = lo;
+      const auto next = std::next(it);
+      if (next != by_ctx.end()) {
+        lo = context_boundary(model, *it->second, *next->second);
+        iv.hi = lo - 1;
+      }
+      context_of[it->second] = iv;
+    }
+  }
   for (const BucketDecision& b : d.decisions) {
     const auto& a = axes[b.bucket.shape];
     dispatch::Entry e;
     e.shape = b.bucket.shape;
     e.batch = intervals_of(a.first).at(b.bucket.batch);
-    e.context = intervals_of(a.second).at(b.bucket.context);
+    e.context = context_of.at(&b);
     e.full.instance = b.full.config.instance;
     e.full.params = to_params(b.full.config.launch);
     if (!b.mac.empty()) {
@@ -93,6 +139,8 @@ dispatch::DispatchTable make_table(const Decided& d, const std::string& source_d
       if (b.break_even.status == "ok") e.min_hit_rate = b.break_even.hit_rate;
     }
     e.note = note_of(b);
+    if (e.context.lo != 1 && e.context.lo != b.bucket.context)
+      e.note += "; context boundary " + std::to_string(e.context.lo) + " from the cost model";
     t.entries.push_back(std::move(e));
   }
   return t;

@@ -15,6 +15,7 @@
 #include "db/store.h"
 #include "dispatcher/table.h"
 #include "tuner/decide.h"
+#include "tuner/model_io.h"
 #include "tuner/store_io.h"
 
 namespace mactune::tuner {
@@ -33,8 +34,13 @@ Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions 
 // The same, and writes the decisions back (best_configs, break_even).
 Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt);
 
-// The dispatch table of a decision set.
-dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database);
+// The dispatch table of a decision set. With a fitted model (tuner/model_io.h), the context
+// boundary between two measured contexts of one shape and batch whose break-evens differ goes
+// where the model's predicted break-even comes nearer the upper bucket's than the lower's
+// (bisected on the context to 1/64 of it), not at the upper measured context; where the model
+// disagrees with both measurements, or either bucket has no break-even, it stays there.
+dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database,
+                                   const FittedModel& model = {});
 
 // Writes the table (JSON, atomically) and, when `header` is not empty, its C++ header; then
 // reads the JSON back through the dispatch loader with this machine's checks when the table

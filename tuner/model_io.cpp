@@ -113,6 +113,28 @@ DeviceModels fit_device_models(const std::vector<ModelRow>& rows, const DeviceFi
   return m;
 }
 
+std::optional<DeviceModels> try_fit_device_models(const std::vector<ModelRow>& rows,
+                                                  const DeviceFingerprint& device) {
+  try {
+    return fit_device_models(rows, device);
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
+const ModelRow* chosen_mac_row(const BucketDecision& d, const std::vector<ModelRow>& rows) {
+  const ModelRow* best = nullptr;
+  for (const ModelRow& r : rows) {
+    if (r.family != "mac" || r.launch != d.mac.config.launch || r.instance != d.mac.config.instance)
+      continue;
+    const Bucket b = bucket_of(r.workload);
+    if (b.shape != d.bucket.shape || b.batch != d.bucket.batch) continue;
+    if (d.mac.config.mac && r.workload.mac != *d.mac.config.mac) continue;
+    if (!best || r.workload.context < best->workload.context) best = &r;
+  }
+  return best;
+}
+
 std::vector<Disagreement> disagreements(const DeviceModels& m, const std::vector<ModelRow>& rows) {
   std::vector<Disagreement> out;
   for (const ModelRow& r : rows) {

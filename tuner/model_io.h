@@ -48,6 +48,22 @@ struct DeviceModels {
 DeviceModels fit_device_models(const std::vector<ModelRow>& rows, const DeviceFingerprint& device,
                                const std::function<bool(const ModelRow&)>& use = {});
 
+// The same over every row, or none when the rows cannot be fitted (a family missing).
+std::optional<DeviceModels> try_fit_device_models(const std::vector<ModelRow>& rows,
+                                                  const DeviceFingerprint& device);
+
+// A device's fitted model with the rows it was fitted to, for the report and emit. Empty
+// (models null): no model, nothing predicted.
+struct FittedModel {
+  const DeviceModels* models = nullptr;
+  const std::vector<ModelRow>* rows = nullptr;
+  bool usable() const { return models && rows; }
+};
+
+// The stored MAC row of a bucket's chosen config at its shape and batch (the smallest context
+// measured), whose step the model varies to predict the bucket at other contexts; null if none.
+const ModelRow* chosen_mac_row(const BucketDecision& d, const std::vector<ModelRow>& rows);
+
 // A measured point whose prediction is off by more than the noise allows: the grid is too
 // coarse around it for the model (or the model misses an effect there). Beyond the noise:
 // |pred / meas - 1| > max(2 x the point's IQR / median, 2 x the family's held-out median

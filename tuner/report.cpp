@@ -45,20 +45,6 @@ std::string break_even_text(const BreakEven& be) {
   return t;
 }
 
-// The step of the chosen MAC config at this bucket's shape and batch, from a stored row of it
-// (its lag, coherence and settings), for the model to predict at other contexts.
-const ModelRow* template_row(const BucketDecision& d, const std::vector<ModelRow>& rows) {
-  const ModelRow* best = nullptr;
-  for (const ModelRow& r : rows) {
-    if (r.family != "mac" || r.launch != d.mac.config.launch || r.instance != d.mac.config.instance)
-      continue;
-    const Bucket b = bucket_of(r.workload);
-    if (b.shape != d.bucket.shape || b.batch != d.bucket.batch) continue;
-    if (!best || r.workload.context < best->workload.context) best = &r;
-  }
-  return best;
-}
-
 std::string settings_text(const Choice& c) {
   return c.config.mac ? fields_text(*c.config.mac) : "";
 }
@@ -157,7 +143,7 @@ svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportM
     // The model's break-even at 4 contexts an octave, from the smallest measured context to 4x
     // the largest: dashed, in the colour of its batch; a gap where MAC never pays off.
     for (const auto& [batch, d] : first_of_batch) {
-      const ModelRow* t = template_row(*d, *model.rows);
+      const ModelRow* t = chosen_mac_row(*d, *model.rows);
       if (!t) continue;
       svg::Series s;
       s.label = "batch " + std::to_string(batch) + " (model)";
@@ -268,11 +254,7 @@ std::vector<std::string> write_report(const db::Store& store, const Decided& d,
   };
   // The cost model of the device, when its rows can be fitted (both families measured).
   const std::vector<ModelRow> rows = load_model_rows(store, d.selection);
-  std::optional<DeviceModels> models;
-  try {
-    models = fit_device_models(rows, d.device);
-  } catch (const InputError&) {
-  }
+  const std::optional<DeviceModels> models = try_fit_device_models(rows, d.device);
   const ReportModel rm{models ? &*models : nullptr, &rows};
   write("report.md", report_markdown(d, store.path(), rm));
   for (const auto& [shape, ds] : by_shape(d.decisions)) {

@@ -27,12 +27,8 @@ namespace mactune::tuner {
 std::vector<std::string> write_report(const db::Store& store, const Decided& d,
                                       const std::string& dir);
 
-// The cost model's part of a report: the models of the device and the rows they were fitted to.
-// Empty: the report has no predicted lines and no model section.
-struct ReportModel {
-  const DeviceModels* models = nullptr;
-  const std::vector<ModelRow>* rows = nullptr;
-};
+// The cost model's part of a report (no model: no predicted lines, no model section).
+using ReportModel = FittedModel;
 
 // The pieces, pure (tested).
 std::string report_markdown(const Decided& d, const std::string& source,

@@ -195,8 +195,12 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     dopt.ties = spec.ties;
     const Decided d = decide_and_store(store, sel, dopt);
     res.decisions = d.decisions;
+    // The cost model places the table's context boundaries (tuner/emit.h).
+    const std::vector<ModelRow> model_rows = load_model_rows(store, sel);
+    const std::optional<DeviceModels> models = try_fit_device_models(model_rows, d.device);
     const std::string refusal =
-        write_dispatch(make_table(d, res.db_path), res.dispatch_path, header_path, here);
+        write_dispatch(make_table(d, res.db_path, {models ? &*models : nullptr, &model_rows}),
+                       res.dispatch_path, header_path, here);
     if (!refusal.empty())
       throw Error("the emitted table " + res.dispatch_path + " does not load: " + refusal);
     if (opt.report && !res.report_dir.empty()) write_report(store, d, res.report_dir);

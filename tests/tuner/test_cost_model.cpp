@@ -7,6 +7,7 @@
 #include <random>
 
 #include "tuner/cost_model.h"
+#include "tuner/emit.h"
 #include "tuner/measure.h"
 #include "tuner/model_io.h"
 #include "tuner/predict.h"
@@ -182,6 +183,8 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             ModelRow r;
             r.family = fam;
             r.params = "threads=2,chunk_tokens=" + std::to_string(chunk) + ",block_rows=16";
+            r.launch = parse_launch("cpu", r.params);
+            r.instance = r.family + "_cpu_test";
             r.workload.problem = step(b, ctx, h).shape;
             r.workload.context = ctx;
             r.workload.forced.hit_rate = h;
@@ -236,6 +239,54 @@ TEST(CostModel, PredictsContextsItDidNotFit) {
   const std::string md = prediction_markdown(q);
   EXPECT_NE(md.find("| 1048576 | 4 |"), std::string::npos);
   EXPECT_NE(md.find("did not see"), std::string::npos);
+}
+
+// The table's context boundary between two buckets whose break-evens differ goes where the
+// model's predicted break-even passes from nearer the lower one's to nearer the upper one's.
+TEST(CostModel, ContextBoundariesGoWhereThePredictedDecisionChanges) {
+  const auto rows = model_rows(1.0);
+  DeviceFingerprint dev;
+  dev.backend = "cpu";
+  dev.threads = 2;
+  const DeviceModels m = fit_device_models(rows, dev);
+  const Launch launch = parse_launch("cpu", "threads=2,chunk_tokens=256,block_rows=16");
+  StepSpec s = step(4, 4096, 0.0);
+  s.forced.lag = {LagKind::uniform, 1, 32};
+  auto be_at = [&](int ctx) {
+    StepSpec x = s;
+    x.context = ctx;
+    return *predicted_break_even(m.mac, m.full, x, 0.005);
+  };
+  Decided d;
+  d.device = dev;
+  for (int ctx : {4096, 65536}) {
+    BucketDecision b;
+    b.bucket = Bucket::of(s.shape, ctx);
+    b.full.config = {"full_cpu_test", launch, std::nullopt};
+    b.mac.config = {"mac_cpu_test", launch, s.mac};
+    b.break_even.status = "ok";
+    b.break_even.hit_rate = be_at(ctx);
+    d.decisions.push_back(b);
+  }
+  const double lo_be = *d.decisions[0].break_even.hit_rate;
+  const double hi_be = *d.decisions[1].break_even.hit_rate;
+  ASSERT_GT(lo_be - hi_be, 0.02) << "MAC's fixed costs weigh less at long contexts";
+  const auto measured = make_table(d, "t.db");
+  ASSERT_EQ(measured.entries.size(), 2u);
+  EXPECT_EQ(measured.entries[0].context.hi, std::optional<std::int64_t>(65535));
+  const auto t = make_table(d, "t.db", {&m, &rows});
+  const std::int64_t boundary = t.entries[1].context.lo;
+  EXPECT_EQ(t.entries[0].context.lo, 1);
+  EXPECT_EQ(t.entries[0].context.hi, std::optional<std::int64_t>(boundary - 1));
+  EXPECT_GT(boundary, 4096);
+  EXPECT_LT(boundary, 65536);
+  auto nearer_upper = [&](std::int64_t ctx) {
+    const double be = be_at(static_cast<int>(ctx));
+    return std::abs(be - hi_be) < std::abs(be - lo_be);
+  };
+  EXPECT_TRUE(nearer_upper(boundary));
+  EXPECT_FALSE(nearer_upper(boundary - boundary / 32)) << "bisected to 1/64 of the context";
+  EXPECT_NE(t.entries[1].note.find("from the cost model"), std::string::npos);
 }
 
 }  // namespace
