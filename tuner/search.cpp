@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kernels/forced.h"
+#include "tuner/cost_model.h"
 #include "tuner/expr.h"
 #include "tuner/store_io.h"
 
@@ -25,7 +26,8 @@ std::string_view search_stop_name(SearchStop s) {
 }
 
 SearchStatus search_status(const BreakEven& be, double resolution, int units,
-                           const std::set<double>& grid_rates) {
+                           const std::set<double>& grid_rates,
+                           const std::vector<int>* work_changes) {
   SearchStatus s;
   if (be.status != "ok" || !be.hit_rate) return s;
   s.hi = *be.hit_rate;
@@ -38,14 +40,31 @@ SearchStatus search_status(const BreakEven& be, double resolution, int units,
     s.stop = SearchStop::tie;
     return s;
   }
-  // The work of a rate is its quota: rates with one quota are one measurement.
+  // The work of a rate is its quota's: rates of one quota are one measurement, and so are
+  // quotas between two work changes.
   const int q_lo = forced_quota(s.lo, units), q_hi = forced_quota(s.hi, units);
-  if (s.hi - s.lo <= resolution + 1e-12 || q_hi - q_lo < 2) {
+  std::vector<int> inside;  // candidate quotas strictly inside (q_lo, q_hi)
+  bool same_work = true;    // no change in (q_lo, q_hi]
+  if (work_changes) {
+    for (int k : *work_changes) {
+      if (k > q_lo && k < q_hi) inside.push_back(k);
+      if (k > q_lo && k <= q_hi) same_work = false;
+    }
+  } else {
+    for (int k = q_lo + 1; k < q_hi; ++k) inside.push_back(k);
+    same_work = q_hi == q_lo;
+  }
+  if (same_work) {
+    s.stop = SearchStop::tie;
+    return s;
+  }
+  if (s.hi - s.lo <= resolution + 1e-12 || inside.empty()) {
     s.stop = SearchStop::resolution;
     return s;
   }
   s.stop = SearchStop::open;
-  s.next = static_cast<double>((q_lo + q_hi) / 2) / units;
+  s.next = static_cast<double>(inside[(inside.size() - 1) / 2]) / units;
+  if (!work_changes) s.next = static_cast<double>((q_lo + q_hi) / 2) / units;
   return s;
 }
 
@@ -73,13 +92,33 @@ std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
       const int units =
           p.shape.batch *
           (p.forced.coherence == Coherence::per_head ? p.shape.q_heads : p.shape.kv_heads);
-      const SearchStatus s = search_status(be, resolution, units, rates);
+      const std::vector<int> changes = work_changes(p, units);
+      const SearchStatus s = search_status(be, resolution, units, rates, &changes);
       if (s.stop != SearchStop::open) continue;
       TunePoint probe = p;
       probe.forced.hit_rate = *s.next;
       probes.push_back(probe);
     }
   return probes;
+}
+
+std::vector<int> work_changes(const TunePoint& p, int units) {
+  StepSpec s;
+  s.shape = p.shape;
+  s.context = p.context;
+  s.mac = p.mac;
+  s.forced = p.forced;
+  s.forced.enabled = true;
+  s.limits = cpu_plan_limits(1, 1 << 30);  // the plan does not matter here: only the KV read
+  std::vector<int> out;
+  long long before = -1;
+  for (int k = 0; k <= units; ++k) {
+    s.forced.hit_rate = static_cast<double>(k) / units;
+    const long long kv = step_features(s).stats.kv_tokens_read;
+    if (k > 0 && kv != before) out.push_back(k);
+    before = kv;
+  }
+  return out;
 }
 
 std::string search_text(const SearchStatus& s) {

@@ -3,6 +3,7 @@
 // the chosen config only) do not change which config is chosen.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tuner/decide.h"
@@ -100,6 +101,51 @@ TEST(BreakEvenSearch, NothingToBisectWhenNeverFasterOrFasterFromZero) {
       search_text(search_status(break_even_of({{0, 0.5, Verdict::slower}, {1, 9, Verdict::faster}}),
                                 0.02, 64, grid)),
       "search=open bracket=(0,1] next=0.5");
+}
+
+// With G = 4 heads a group and hits per head, the KV read changes only when a whole group hits:
+// the search probes only those quotas, and stops when the bracket holds no other work.
+TEST(BreakEvenSearch, ProbesOnlyRatesThatChangeTheWork) {
+  TunePoint p;
+  p.shape.batch = 2;
+  p.shape.q_heads = 16;
+  p.shape.kv_heads = 4;
+  p.shape.head_dim = 64;
+  p.context = 4096;
+  p.mac.ring_capacity = 256;
+  p.mac.band = 64;
+  p.forced.lag = {LagKind::uniform, 1, 32};
+  const int units = 32;
+  const std::vector<int> changes = work_changes(p, units);
+  // 8 groups: at most 8 quotas change the work, the last one at 32 (every group all-hit).
+  ASSERT_FALSE(changes.empty());
+  EXPECT_LE(changes.size(), 8u);
+  EXPECT_EQ(changes.back(), units);
+  EXPECT_GE(changes.front(), 4) << "a group needs 4 hits";
+  // MAC faster from the second change on; grid {0, 1}.
+  const int crossing = changes.size() > 1 ? changes[1] : changes[0];
+  std::vector<CurvePoint> curve{{0, 0.8, Verdict::slower}, {1, 9, Verdict::faster}};
+  const std::set<double> grid{0, 1};
+  SearchStatus st;
+  int probes = 0;
+  for (; probes < 10; ++probes) {
+    st = search_status(break_even_of(curve), 0.001, units, grid, &changes);
+    if (st.stop != SearchStop::open) break;
+    const int k = static_cast<int>(std::lround(*st.next * units));
+    EXPECT_NE(std::find(changes.begin(), changes.end(), k), changes.end()) << k;
+    curve.push_back({*st.next, 1, k >= crossing ? Verdict::faster : Verdict::slower});
+  }
+  EXPECT_EQ(st.stop, SearchStop::resolution);
+  EXPECT_DOUBLE_EQ(st.hi, double(crossing) / units) << "the first rate of the crossing's work";
+  EXPECT_LE(probes, 4);
+  // Verdicts that differ on equal work contradict each other: a tie, not a bracket.
+  if (changes.front() > 2) {
+    const double a = 1.0 / units, b = double(changes.front() - 1) / units;
+    const auto t = search_status(
+        break_even_of({{a, 1, Verdict::slower}, {b, 1, Verdict::faster}, {1, 9, Verdict::faster}}),
+        0.001, units, grid, &changes);
+    EXPECT_EQ(t.stop, SearchStop::tie);
+  }
 }
 
 // Probes are rows of the chosen config alone; they must not vote in the choice of config.
