@@ -124,6 +124,38 @@ TEST(TuneCli, BreakEvenSearchStoresProbesAndResumes) {
   EXPECT_EQ(count(dir.file("s.db"), "measurements"), std::int64_t(2 * (2 + probes)));
 }
 
+// `mactune predict` on a database the binary tuned: fitted on two contexts, the third measured
+// one is predicted with its error, an unmeasured 1M is predicted alone; bad flags are one line.
+TEST(TuneCli, PredictFitsStoredRowsAndPredictsUnseenContexts) {
+  TempDir dir;
+  dir.write("p.yaml", tiny_spec("p", "[1, 2]", "[512, 1024, 2048]", "[0, 1]", "[64]"));
+  ASSERT_EQ(run_mactune(dir, {"tune", "p.yaml", "--no-report"}).rc, 0);
+  auto r = run_mactune(dir, {"predict", "--db", "p.db", "--fit-context", "512,1024", "--context",
+                             "2048,1M", "--batch", "2", "--hit-rate", "0,1", "--model"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Models fitted to 8 MAC and 8 full-attention measurements"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| 2048 | 2 | 0 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| 1048576 | 2 | 1 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Error on measured points the models did not see: MAC median"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("## Cost model"), std::string::npos);
+  for (const auto& [args, prefix] :
+       {std::pair{std::vector<std::string>{"--context", "0", "--batch", "1"},
+                  "mactune: error: --context '0' is not a positive integer"},
+        std::pair{std::vector<std::string>{"--context", "4K", "--batch", "1", "--kv-heads", "3"},
+                  "mactune: error: invalid problem: kv_heads = 3"}}) {
+    std::vector<std::string> a{"predict", "--db", "p.db"};
+    a.insert(a.end(), args.begin(), args.end());
+    const auto bad = run_mactune(dir, a);
+    EXPECT_EQ(bad.rc, 2) << bad.err;
+    EXPECT_EQ(bad.err_lines(), 1) << bad.err;
+    EXPECT_EQ(bad.err.rfind(prefix, 0), 0u) << bad.err;
+  }
+}
+
 TEST(TuneCli, TinySweepStoresEveryPointDecidesEmitsAndReports) {
   TempDir dir;
   dir.write("tiny.yaml", tiny_spec("tiny"));
