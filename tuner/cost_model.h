@@ -1,23 +1,24 @@
-// A cost model of one decode step, per device and kernel family ("mac" or "full"), fitted to
-// stored measurements: step seconds as a non-negative combination of the terms the kernels
-// already count (kernels/stats.h, kernels/plan.h),
+// A cost model of one decode step per device, fitted to stored measurements: step seconds as
+// a non-negative combination of the terms the kernels already count (kernels/stats.h,
+// kernels/plan.h),
 //
 //   t = c_fixed + c_mac · [a MAC step] + c_kv · KV bytes read + c_ring · ring bytes read
 //       + c_group · groups + c_item · work items
 //
-// One model per device serves both families: the family enters as its own fixed cost (a MAC
-// step also launches the match and writes the ring), the per-byte, per-group and per-item costs
-// are shared, because both stream the KV through the same attend kernels and planner. Fitted
-// apart, the two families' KV costs differ by their noise (37 vs 46 ns/KiB on the quick CPU
-// spec), and that difference, not MAC's real overhead, then decides the predicted break-even.
-//
-// with the features of a step computed on the host, exactly as the engines decide and plan it
+// with the features of a step computed on the host exactly as the engines decide and plan it
 // (the same forced decisions of kernels/forced.h, account_request, the engine's planner and
 // policy), so a shape that was never measured has features too. Every coefficient is a cost
 // (seconds per byte, per group, per item, per step): non-negative, fitted by exact
 // non-negative least squares on relative residuals (times span orders of magnitude; a 1 ms
 // step must count as much as a 100 ms one). Its honesty is its held-out error: k-fold
 // cross-validation over the rows, or a split by context (fit on 4K and 16K, predict 64K).
+//
+// One model serves both families ("mac", "full"): the family enters as its own fixed cost (a
+// MAC step also launches the match and writes the ring); the per-byte, per-group and per-item
+// costs are shared, because both stream the KV through the same attend kernels and planner.
+// Fitted apart, the two families' KV costs differed by their noise (37 vs 46 ns/KiB on the
+// quick CPU spec), and that difference, not MAC's real overhead, decided the predicted
+// break-even (MAC "faster" at hit rate 0).
 #pragma once
 
 #include <array>

@@ -145,7 +145,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     // stored (grid and earlier probes), so a resumed or merged run continues where it was.
     // A shard holds part of each bucket's grid: its decisions are not the bucket's; search
     // after `db merge` (a run of the spec on the merged database measures only the probes).
-    if (spec.search_break_even && !opt.shard && res.failed == 0) {
+    if (spec.search_break_even && !opt.shard) {
       const Selection sel{device_id, build_id, policy, cold};
       DecideOptions dopt;
       dopt.tie_tolerance = spec.tie_tolerance;
