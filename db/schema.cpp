@@ -321,9 +321,14 @@ int latest_version(const std::vector<Migration>& migrations) {
 }
 
 int stored_version(const Connection& c, const std::string& path) {
-  if (c.table_exists("schema_version"))
+  // One statement, so one snapshot: asked in two, "no schema_version table" could come from
+  // before another process's first migration committed and the table count from after it,
+  // and a new database that process had just set up would read as foreign.
+  const auto tables = c.scalar_int(
+      "SELECT CASE WHEN EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND"
+      " name = 'schema_version') THEN -1 ELSE (SELECT COUNT(*) FROM sqlite_master) END");
+  if (tables < 0)  // the table is never dropped: a later snapshot has it too
     return static_cast<int>(c.scalar_int("SELECT COALESCE(MAX(version), 0) FROM schema_version"));
-  const auto tables = c.scalar_int("SELECT COUNT(*) FROM sqlite_master");
   MACTUNE_REQUIRE(tables == 0, "'", path,
                   "' is an SQLite database but not a mactune one (it has no schema_version "
                   "table); refusing to touch it");
