@@ -10,12 +10,14 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "cli/registry.h"
 #include "db/export.h"
 #include "db/merge.h"
 #include "db/nsys.h"
 #include "db/store.h"
+#include "kernels/file_io.h"
 
 namespace mactune::cli {
 namespace {
@@ -92,27 +94,11 @@ void run_export(const std::string& path, const std::string& table, const std::st
     return;
   }
   // Written beside the target and renamed: a failed export never leaves half a file.
-  const std::string tmp = output + ".tmp" + std::to_string(getpid());
-  std::int64_t rows = 0;
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    MACTUNE_REQUIRE(f, "cannot write '", output, "'");
-    try {
-      rows = db::export_csv(s, table, f);
-      f.flush();
-      MACTUNE_REQUIRE(f, "writing '", output, "' failed");
-    } catch (...) {
-      f.close();
-      std::remove(tmp.c_str());
-      throw;
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, output, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    input_error("cannot write '", output, "': ", ec.message());
-  }
+  AtomicFile f(output, "export");
+  std::ostringstream csv;
+  const std::int64_t rows = db::export_csv(s, table, csv);
+  f.write(csv.str());
+  f.commit();
   std::fprintf(stderr, "%s: %lld rows of %s\n", output.c_str(), static_cast<long long>(rows),
                table.c_str());
 }

@@ -26,6 +26,7 @@
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "tuner/plan.h"
 
 extern char** environ;
@@ -208,23 +209,7 @@ std::string finish_script(const Plan& p, const SlurmArgs& a) {
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.flush();
-    if (!f) input_error("cannot write '", path, "'");
-  }
-  std::error_code ec;
-  fs::permissions(tmp,
-                  fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                      fs::perms::others_read | fs::perms::others_exec,
-                  ec);
-  if (!ec) fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    input_error("cannot write '", path, "': ", ec.message());
-  }
+  write_file_atomically(path, text, "job script", 0755);
 }
 
 void make_dir(const std::string& dir) {
@@ -296,11 +281,7 @@ std::string submit(const std::vector<std::string>& args) {
 Plan make_plan(const SlurmArgs& a) {
   std::string backend = a.backend;
   if (backend.empty()) {
-    std::ifstream in(a.spec, std::ios::binary);
-    if (!in) input_error(a.spec, ": cannot open the spec file");
-    std::ostringstream text;
-    text << in.rdbuf();
-    backend = tuner::requested_backend(text.str(), a.spec);
+    backend = tuner::requested_backend(tuner::read_spec_file(a.spec), a.spec);
     if (backend == "auto")
       input_error(a.spec,
                   ": device.backend is auto, which each node would resolve for itself: "

@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 
 namespace mactune::dispatch {
 namespace {
@@ -120,21 +121,7 @@ std::string check_structure(const DispatchTable& t) {
 
 void detail::write_atomically(const std::filesystem::path& path, std::string_view text,
                               std::string_view what) {
-  const std::filesystem::path tmp =
-      path.string() + ".tmp." + std::to_string(static_cast<long long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MACTUNE_REQUIRE(out, "cannot write ", what, " '", tmp.string(), "'");
-    out << text;
-    out.close();
-    MACTUNE_REQUIRE(out, "cannot write ", what, " '", tmp.string(), "'");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    input_error("cannot write ", what, " '", path.string(), "': ", ec.message());
-  }
+  write_file_atomically(path.string(), text, what);
 }
 
 std::string utc_now_iso8601() {

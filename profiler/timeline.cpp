@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 
 namespace mactune::prof {
 
@@ -274,16 +275,11 @@ void write_chrome_trace(std::ostream& out, const Timeline& tl,
 
 void write_chrome_trace_file(const std::string& path, const Timeline& timeline,
                              const std::vector<std::pair<std::string, std::string>>& other_data) {
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    MACTUNE_REQUIRE(out.good(), "cannot write the trace to '", path, "'");
-    write_chrome_trace(out, timeline, other_data);
-    out.flush();
-    MACTUNE_REQUIRE(out.good(), "writing the trace to '", path, "' failed (disk full?)");
-  }
-  MACTUNE_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot move '", tmp, "' to '", path,
-                  "'");
+  AtomicFile file(path, "trace");  // checks the path before the trace is formatted
+  std::ostringstream out;
+  write_chrome_trace(out, timeline, other_data);
+  file.write(out.str());
+  file.commit();
 }
 
 }  // namespace mactune::prof

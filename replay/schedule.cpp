@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 
 namespace mactune::replay {
 
@@ -167,11 +168,8 @@ LayerSchedule parse_layer_schedule(const std::string& text, const std::string& s
 }
 
 LayerSchedule load_layer_schedule(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) input_error(path, ": cannot open the layer schedule");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_layer_schedule(text.str(), path);
+  // A schedule is a few lines per layer: 16 MiB is far past any real one.
+  return parse_layer_schedule(read_input_file(path, "layer schedule", 16u << 20), path);
 }
 
 namespace {
@@ -248,17 +246,7 @@ std::string layer_schedule_yaml(const LayerSchedule& s, const std::string& heade
 
 void save_layer_schedule(const std::string& path, const LayerSchedule& s,
                          const std::string& header_comment) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) input_error(path, ": cannot write the schedule (", tmp, ")");
-    out << layer_schedule_yaml(s, header_comment);
-    out.flush();
-    if (!out) input_error(path, ": write failed (", tmp, ")");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) input_error(path, ": cannot move ", tmp, " into place: ", ec.message());
+  write_file_atomically(path, layer_schedule_yaml(s, header_comment), "schedule");
 }
 
 }  // namespace mactune::replay

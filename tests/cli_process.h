@@ -45,6 +45,8 @@ struct CliOptions {
   // > 0: no file the child writes may grow past this (RLIMIT_FSIZE, SIGXFSZ ignored): its
   // writes fail as on a full disk. The captured stdout and stderr count too.
   long long file_size_limit = 0;
+  // Stdin of the child (default /dev/null: a command that reads it does not wait on the test).
+  std::string stdin_path = "/dev/null";
 };
 
 #ifdef MACTUNE_CLI_BINARY
@@ -58,7 +60,9 @@ CliResult run_mactune(const Dir& dir, std::vector<std::string> args, const CliOp
   const pid_t pid = fork();
   if (pid == 0) {
     if (chdir(dir.path().c_str()) != 0) _exit(119);
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr)) _exit(120);
+    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr) ||
+        !freopen(o.stdin_path.c_str(), "r", stdin))
+      _exit(120);
     if (o.file_size_limit > 0) {
       const rlimit lim{static_cast<rlim_t>(o.file_size_limit),
                        static_cast<rlim_t>(o.file_size_limit)};

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "tuner/expr.h"
 #include "tuner/tune.h"
 
@@ -247,9 +248,7 @@ std::vector<std::string> write_report(const db::Store& store, const Decided& d,
   std::vector<std::string> written;
   auto write = [&](const std::string& name, const std::string& text) {
     const std::string path = (std::filesystem::path(dir) / name).string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) input_error(path, ": cannot write the report file");
+    write_file_atomically(path, text, "report file");
     written.push_back(path);
   };
   // The cost model of the device, when its rows can be fitted (both families measured).
