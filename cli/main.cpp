@@ -1,14 +1,37 @@
 // mactune: MAC-Attention kernels, tuner, store, dispatch tables and profiler.
 // Every error reaches the user as one line on stderr and exit code 2 (bad input or a failed
-// operation); an unexpected internal failure exits 1.
+// operation); an unexpected internal failure exits 1 (docs/errors.md).
 #include <CLI/CLI.hpp>
 
 #include <exception>
 #include <iostream>
+#include <string>
 
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "db/db_error.h"
 #include "kernels/error.h"
+
+namespace {
+
+// CLI11's own message as one line: "The following argument was not expected: x" and friends
+// may hold newlines; the command that failed and where to look go after it.
+std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
+  std::string msg = e.what();
+  for (char& c : msg)
+    if (c == '\n') c = ' ';
+  while (!msg.empty() && msg.back() == ' ') msg.pop_back();
+  std::string cmd = "mactune";
+  for (const CLI::App* a = &app;;) {
+    const auto parsed = a->get_subcommands();
+    if (parsed.empty()) break;
+    a = parsed.front();
+    cmd += " " + a->get_name();
+  }
+  return msg + " (see '" + cmd + " --help')";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mactune: tune, replay and profile MAC-Attention decode kernels"};
@@ -20,11 +43,14 @@ int main(int argc, char** argv) {
     std::cerr << "mactune: waiting for " << file << ": locked by another process (giving up after "
               << timeout_ms / 1000.0 << " s; Ctrl-C stops)" << std::endl;
   });
+  mactune::cli::harden_options(app);
   try {
+    mactune::cli::check_command_names(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "mactune: error: " << one_line(app, e) << '\n';
+    return 2;
   } catch (const mactune::Error& e) {
     std::cerr << "mactune: error: " << e.what() << '\n';
     return 2;
