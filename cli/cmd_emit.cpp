@@ -6,6 +6,7 @@
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/device.h"
+#include "kernels/file_io.h"
 #include "tuner/emit.h"
 #include "tuner/measure.h"
 #include "tuner/model_io.h"
@@ -40,6 +41,9 @@ tuner::DecideOptions options(const EmitArgs& a) {
 }
 
 void run(const EmitArgs& a) {
+  // Refused before anything is decided or stored.
+  check_output_path(a.out, "dispatch table");
+  if (!a.header.empty()) check_output_path(a.header, "dispatch header");
   // It stores its decisions, but only in a database `tune` wrote: a missing file is a typo.
   db::Store store = db::Store::open(a.db, {.create = false});
   const DeviceFingerprint here = this_machine(store);

@@ -47,6 +47,8 @@ namespace {
 
 using NodeP = std::shared_ptr<const Expr::Node>;
 
+std::optional<double> eval_node(const Expr::Node& n, const Expr::Lookup& lookup);
+
 NodeP make(Op op, std::vector<NodeP> args = {}) {
   auto n = std::make_shared<Expr::Node>();
   n->op = op;
@@ -128,12 +130,24 @@ class Parser {
       if (eat("*"))
         l = make(Op::mul, {l, parse_unary()});
       else if (eat("/"))
-        l = make(Op::div, {l, parse_unary()});
+        l = make(Op::div, {l, divisor("/")});
       else if (eat("%"))
-        l = make(Op::mod, {l, parse_unary()});
+        l = make(Op::mod, {l, divisor("%")});
       else
         return l;
     }
+  }
+  // The right operand of '/' or '%': one that is zero whatever the axes are ("K / 0",
+  // "K % (2 - 2)") is refused here, at the operator's column, the same way for both.
+  NodeP divisor(std::string_view op) {
+    const std::size_t op_pos = pos_ - 1;
+    NodeP r = parse_unary();
+    const auto v = eval_node(*r, [](const std::string&) { return std::nullopt; });
+    if (v && *v == 0) {
+      pos_ = op_pos;
+      fail("'", op, "' by zero");
+    }
+    return r;
   }
   NodeP parse_unary() {
     if (eat("-")) return make(Op::neg, {parse_unary()});
@@ -220,10 +234,12 @@ std::optional<double> eval_node(const Expr::Node& n, const Expr::Lookup& lookup)
       return a[0] - a[1];
     case Op::mul:
       return a[0] * a[1];
+    // A divisor that is zero for some point (K % (r - 64)) makes the expression false for it,
+    // for '/' as for '%' (x / 0 would be inf and pass every comparison with a number).
     case Op::div:
-      return a[0] / a[1];
+      return a[1] == 0 ? std::nan("") : a[0] / a[1];
     case Op::mod:
-      return std::fmod(a[0], a[1]);
+      return a[1] == 0 ? std::nan("") : std::fmod(a[0], a[1]);
     case Op::lt:
       return a[0] < a[1] ? 1.0 : 0.0;
     case Op::le:
@@ -281,7 +297,7 @@ std::optional<double> Expr::eval(const Lookup& lookup) const {
 
 bool Expr::holds(const Lookup& lookup) const {
   const auto v = eval(lookup);
-  return !v || *v != 0.0;
+  return !v || (!std::isnan(*v) && *v != 0.0);
 }
 
 }  // namespace mactune::tuner

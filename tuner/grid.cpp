@@ -152,9 +152,18 @@ std::vector<TunePoint> expand_grid(const Spec& spec) {
                 ": constraints: no point of the grid satisfies all constraints together");
   for (const TunePoint& p : points) {
     const std::string shape_why = validate(p.shape);
-    if (!shape_why.empty())
-      input_error(spec.file, ':', spec.axis("kv_heads").line, ": workload: ", shape_why,
-                  " (zip the head axes or add a constraint such as 'q_heads % kv_heads == 0')");
+    if (!shape_why.empty()) {
+      // validate() names the field first ("head_dim = 63 must be ..."): report it at that
+      // axis's line; only a head-count mismatch gets the zip hint.
+      const std::string field = shape_why.substr(0, shape_why.find(' '));
+      const Axis* at = spec.find_axis(field);
+      const bool heads = shape_why.find("does not divide") != std::string::npos;
+      input_error(spec.file, ':', at ? at->line : spec.axis("kv_heads").line, ": workload",
+                  at ? "." + field : std::string(), ": ", shape_why,
+                  heads ? " (zip the head axes or add a constraint such as "
+                          "'q_heads % kv_heads == 0')"
+                        : "");
+    }
     const std::string mac_why = validate(p.mac);
     if (!mac_why.empty()) input_error(spec.file, ':', spec.axis("K").line, ": mac: ", mac_why);
   }

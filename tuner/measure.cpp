@@ -128,7 +128,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested) {
   if (requested == "cpu") return make_cpu_backend();
   std::string why;
   if (auto cuda = make_cuda_backend(&why)) return cuda;
-  if (requested == "cuda") input_error("the spec asks for device.backend cuda, but ", why);
+  if (requested == "cuda") input_error("cuda is asked for, but ", why);
   MACTUNE_REQUIRE(requested == "auto", "unknown backend '", requested, "' (cpu, cuda or auto)");
   return make_cpu_backend();
 }

@@ -18,14 +18,6 @@
 namespace mactune::tuner {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) input_error(path, ": cannot open the spec file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The policy key a CUDA run would store, without the GPU: its timer's name.
 std::string cuda_timer_name(const Spec& spec) {
   const std::string& t = spec.measure.timer;
@@ -81,7 +73,7 @@ using PointName = std::tuple<std::string, std::string, std::string>;  // instanc
 }  // namespace
 
 SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
-  const std::string text = read_text(spec_path);
+  const std::string text = read_spec_file(spec_path);
   const std::string requested = backend.empty() ? requested_backend(text, spec_path) : backend;
   std::unique_ptr<Backend> b;
   std::string why;

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "tuner/axes.h"
 
 namespace mactune::tuner {
@@ -48,6 +49,78 @@ bool glob_match(std::string_view p, std::string_view t) {
 }
 
 namespace {
+
+// A spec nests three or four levels; this many is a generated or hostile file, refused before
+// yaml-cpp recurses into it (it gives up at some depth with "bad file").
+constexpr int max_spec_depth = 64;
+
+// The deepest nesting of a YAML text, estimated from flow brackets and block indentation
+// ("- - - x" and "a: {b: [c]}" count each level), with the line where it is first reached.
+std::pair<int, int> nesting_depth(std::string_view text) {
+  int flow = 0, deepest = 0, deepest_line = 1, line = 1;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    // Start of a line: indentation and leading sequence dashes.
+    int block = 0;
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i, ++block;
+    int dashes = 0;
+    while (i + 1 < text.size() && text[i] == '-' && (text[i + 1] == ' ' || text[i + 1] == '\t')) {
+      ++dashes;
+      i += 2;
+      while (i < text.size() && text[i] == ' ') ++i;
+    }
+    char quote = 0;
+    for (; i < text.size() && text[i] != '\n'; ++i) {
+      const char c = text[i];
+      if (quote) {
+        if (c == '\\' && quote == '"')
+          ++i;
+        else if (c == quote)
+          quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '#') {
+        while (i < text.size() && text[i] != '\n') ++i;
+        break;
+      } else if (c == '[' || c == '{') {
+        ++flow;
+      } else if (c == ']' || c == '}') {
+        --flow;
+      }
+      const int depth = std::max(flow, 0) + block / 2 + dashes;
+      if (depth > deepest) deepest = depth, deepest_line = line;
+    }
+    ++i;
+    ++line;
+  }
+  return {deepest, deepest_line};
+}
+
+// YAML::Load with one-line messages naming the file and line for what yaml-cpp words poorly.
+YAML::Node load_yaml(std::string_view text, const std::string& file) {
+  if (const auto [depth, line] = nesting_depth(text); depth > max_spec_depth)
+    input_error(file, ':', line, ": syntax: nested more than ", max_spec_depth,
+                " levels deep; a spec nests a few levels (docs/spec.md)");
+  try {
+    return YAML::Load(std::string(text));
+  } catch (const YAML::Exception& e) {
+    const int line = e.mark.line + 1;
+    // yaml-cpp refuses a plain key over 1024 characters as "illegal map value".
+    std::size_t begin = 0;
+    for (int l = 1; l < line && begin != std::string_view::npos; ++l) {
+      begin = text.find('\n', begin);
+      if (begin != std::string_view::npos) ++begin;
+    }
+    if (begin != std::string_view::npos) {
+      const std::string_view row = text.substr(begin, text.find('\n', begin) - begin);
+      const auto colon = row.find(':');
+      if (colon != std::string_view::npos && colon > 1024)
+        input_error(file, ':', line, ": syntax: a key of ", colon,
+                    " characters; YAML keys are at most 1024");
+    }
+    input_error(file, ':', line, ": syntax: ", e.msg);
+  }
+}
 
 // Where we are while reading: the file, for messages.
 struct Reader {
@@ -93,16 +166,18 @@ struct Reader {
     if (!n.IsScalar()) fail(n, key, "expected a single value");
     return n.Scalar();
   }
-  double number(const YAML::Node& n, std::string_view key) const {
+  // `at`: where to report a problem when `n` was generated (a pow2 or range item has no line).
+  double number(const YAML::Node& n, std::string_view key, const YAML::Node* at = nullptr) const {
     const std::string s = scalar(n, key);
     const auto v = parse_real(s);
-    if (!v) fail(n, key, "expected a number, got '", s, "'");
+    if (!v) fail(at ? *at : n, key, "expected a number, got '", s, "'");
     return *v;
   }
-  long long integer(const YAML::Node& n, std::string_view key) const {
-    const double v = number(n, key);
+  long long integer(const YAML::Node& n, std::string_view key,
+                    const YAML::Node* at = nullptr) const {
+    const double v = number(n, key, at);
     if (v != std::floor(v) || std::fabs(v) > 9e15)
-      fail(n, key, "expected an integer, got '", n.Scalar(), "'");
+      fail(at ? *at : n, key, "expected an integer, got '", n.Scalar(), "'");
     return static_cast<long long>(v);
   }
   template <NamedEnum E>
@@ -122,15 +197,16 @@ struct Reader {
   }
 };
 
-// One value of an axis from its scalar text, read and checked by the axis's field.
-Value axis_value(const Reader& rd, const AxisDef& def, const YAML::Node& n,
-                 const std::string& key) {
+// One value of an axis from its scalar text, read and checked by the axis's field. `at`: where
+// a generated item (pow2, range) came from, for messages.
+Value axis_value(const Reader& rd, const AxisDef& def, const YAML::Node& n, const std::string& key,
+                 const YAML::Node* at = nullptr) {
   const std::string s = rd.scalar(n, key);
   Value v;
   try {
     v.value = def.field.parse(s);
   } catch (const InputError& e) {
-    rd.fail(n, key, e.what());
+    rd.fail(at ? *at : n, key, e.what());
   }
   v.text = def.field.text(v.value);
   v.num = number_of(v.value).value_or(0.0);
@@ -157,20 +233,29 @@ std::vector<Value> axis_values(const Reader& rd, const AxisDef& def, const YAML:
       rd.fail(e.value, k,
               e.key == "pow2" ? "expected [lo, hi]" : "expected [lo, hi] or [lo, hi, step]");
     const double lo = rd.number(e.value[0], k), hi = rd.number(e.value[1], k);
+    // Bounds outside the axis's range are refused before any value is generated: a range to
+    // 1e18 would otherwise make values no axis accepts (or too many to hold).
+    if (!def.field.bounds.holds(lo) || !def.field.bounds.holds(hi))
+      rd.fail(e.value, k, "[", e.value[0].Scalar(), ", ", e.value[1].Scalar(),
+              "] is outside the range of ", key, ": ", def.field.name, " ",
+              def.field.bounds.requirement());
     if (e.key == "pow2") {
       if (lo < 1 || hi < lo) rd.fail(e.value, k, "expected 1 <= lo <= hi");
       for (double x = std::exp2(std::ceil(std::log2(lo))); x <= hi; x *= 2) {
         YAML::Node item(static_cast<long long>(x));
-        out.push_back(axis_value(rd, def, item, k));
+        out.push_back(axis_value(rd, def, item, k, &e.value));
       }
     } else {
       const double step = e.value.size() == 3 ? rd.number(e.value[2], k) : 1.0;
       if (!(step > 0)) rd.fail(e.value, k, "step must be positive");
-      const long long n_values = static_cast<long long>(std::floor((hi - lo) / step + 1e-9)) + 1;
-      if (n_values > 100000) rd.fail(e.value, k, "range has ", n_values, " values");
+      if (hi < lo) rd.fail(e.value, k, "expected lo <= hi");
+      const double count = std::floor((hi - lo) / step + 1e-9) + 1;
+      if (count > 100000)
+        rd.fail(e.value, k, "the range has ", format_number(count), " values (at most 100000)");
+      const auto n_values = static_cast<long long>(count);
       for (long long i = 0; i < n_values; ++i) {
         YAML::Node item(format_number(lo + static_cast<double>(i) * step));
-        out.push_back(axis_value(rd, def, item, k));
+        out.push_back(axis_value(rd, def, item, k, &e.value));
       }
     }
   } else {
@@ -330,25 +415,28 @@ void read_constraints(const Reader& rd, Spec& spec, const YAML::Node& n) {
 
 }  // namespace
 
-std::string requested_backend(std::string_view text, const std::string& file) {
-  try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    if (root.IsMap() && root["device"] && root["device"].IsMap() && root["device"]["backend"])
-      return root["device"]["backend"].as<std::string>();
-  } catch (const YAML::Exception& e) {
-    input_error(file, ':', e.mark.line + 1, ": syntax: ", e.msg);
+std::string requested_backend(std::string_view text, const std::string& file, int* line) {
+  if (line) *line = 0;
+  const YAML::Node root = load_yaml(text, file);
+  if (root.IsMap() && root["device"] && root["device"].IsMap() && root["device"]["backend"]) {
+    const YAML::Node n = root["device"]["backend"];
+    const int at = n.Mark().line + 1;
+    if (line) *line = at;
+    const std::string v = n.IsScalar() ? n.Scalar() : "";
+    if (v != "cpu" && v != "cuda" && v != "auto")
+      input_error(file, ':', at, ": device.backend: expected cpu, cuda or auto, got '", v, "'");
+    return v;
   }
   return "auto";
 }
 
+std::string read_spec_file(const std::string& path) {
+  return read_input_file(path, "spec", max_spec_bytes);
+}
+
 Spec parse_spec(std::string_view text, const std::string& file, const std::string& backend) {
   Reader rd{file};
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    rd.fail(e.mark.line + 1, "syntax", e.msg);
-  }
+  const YAML::Node root = load_yaml(text, file);
   if (!root.IsMap()) rd.fail(root, "spec", "expected a mapping at the top level");
   Spec spec;
   spec.file = file;
@@ -456,11 +544,7 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
 }
 
 Spec load_spec(const std::string& path, const std::string& backend) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) input_error(path, ": cannot open the spec file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_spec(text.str(), path, backend);
+  return parse_spec(read_spec_file(path), path, backend);
 }
 
 }  // namespace mactune::tuner

@@ -166,9 +166,16 @@ struct Spec {
 Spec parse_spec(std::string_view text, const std::string& file, const std::string& backend);
 Spec load_spec(const std::string& path, const std::string& backend);
 
-// The backend a spec asks for before a device is chosen: device.backend, read without
-// validating the rest (parse_spec validates it again).
-std::string requested_backend(std::string_view text, const std::string& file);
+// The backend a spec asks for before a device is chosen: device.backend ("auto" when absent),
+// read without validating the rest (parse_spec validates it again); `line` (when given) gets
+// its line, 0 when absent. Throws InputError naming file and line for a value that is not cpu,
+// cuda or auto.
+std::string requested_backend(std::string_view text, const std::string& file, int* line = nullptr);
+
+// The largest spec file read: a spec is a page of YAML; anything this big is the wrong file.
+constexpr std::uint64_t max_spec_bytes = 1u << 20;
+// Reads a spec file (kernels/file_io.h: a regular file of at most max_spec_bytes).
+std::string read_spec_file(const std::string& path);
 
 // Glob match with '*' and '?' (used by device filters and instance filters).
 bool glob_match(std::string_view pattern, std::string_view text);

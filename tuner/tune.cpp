@@ -13,6 +13,7 @@
 
 #include "db/store.h"
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "tuner/emit.h"
 #include "tuner/expr.h"
 #include "tuner/measure.h"
@@ -24,14 +25,6 @@
 
 namespace mactune::tuner {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) input_error(path, ": cannot open the spec file");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string hostname() {
   char buf[256] = {};
@@ -55,10 +48,17 @@ InstanceDesc instance_info(const Backend& b, const std::string& name, bool mac) 
 
 TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomic<bool>* stop) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string text = read_file(opt.spec_path);
+  const std::string text = read_spec_file(opt.spec_path);
+  int backend_line = 0;
   const std::string requested =
-      opt.backend.empty() ? requested_backend(text, opt.spec_path) : opt.backend;
-  std::unique_ptr<Backend> backend = make_backend(requested);
+      opt.backend.empty() ? requested_backend(text, opt.spec_path, &backend_line) : opt.backend;
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_backend(requested);
+  } catch (const InputError& e) {
+    if (!opt.backend.empty()) input_error("--backend ", requested, ": ", e.what());
+    input_error(opt.spec_path, ':', backend_line, ": device.backend: ", e.what());
+  }
   Spec spec = parse_spec(text, opt.spec_path, backend->name());
   if (!opt.search.empty()) spec.search.strategy = parse_enum<SearchStrategy>(opt.search);
   const DeviceFingerprint here = backend->device();
@@ -75,6 +75,11 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   res.dispatch_path = opt.dispatch_path.empty() ? spec.output.dispatch : opt.dispatch_path;
   res.report_dir = opt.report_dir.empty() ? spec.output.report : opt.report_dir;
   const std::string header_path = opt.header_path.empty() ? spec.output.header : opt.header_path;
+  // Outputs that cannot be written are refused before the sweep spends minutes measuring.
+  check_output_path(res.db_path, "database");
+  if (opt.emit && !res.dispatch_path.empty())
+    check_output_path(res.dispatch_path, "dispatch table");
+  if (opt.emit && !header_path.empty()) check_output_path(header_path, "dispatch header");
   try {
     backend->use_timer(spec.measure.timer);
   } catch (const InputError& e) {
