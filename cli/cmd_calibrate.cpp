@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "cli/registry.h"
-#include "dispatcher/table.h"
+#include "kernels/file_io.h"
+#include "kernels/host_memory.h"
 #include "replay/calibrate.h"
 #include "replay/fidelity_store.h"
 
@@ -89,7 +90,11 @@ void print_layer(const replay::LayerCalibration& lc, const replay::CalibrationOp
 }
 
 void run_calibrate(const CalibrateArgs& a) {
-  MACTUNE_REQUIRE(a.max_err >= 0, "--max-err is required (e.g. --max-err 0.01)");
+  // NaN and inf never get here (cli/options.h); a negative budget no point can meet.
+  MACTUNE_REQUIRE(a.max_err >= 0, "--max-err ", budget_text(a.max_err),
+                  ": an error budget cannot be negative (e.g. --max-err 0.01)");
+  check_output_path(a.output, "schedule");
+  if (!a.json.empty()) check_output_path(a.json, "calibration JSON");
   std::vector<replay::DecodeTrace> traces;
   for (const std::string& path : a.traces)
     traces.push_back(replay::DecodeTrace::open(path, a.rope_theta));
@@ -112,6 +117,13 @@ void run_calibrate(const CalibrateArgs& a) {
   opt.max_err = a.max_err;
   opt.against_ref = a.against_ref;
   opt.validate();
+  for (const auto* t : ptrs)
+    for (const int K : a.ring_capacities) {
+      MacParams m = opt.base.mac;
+      m.ring_capacity = K;
+      require_host_memory(session_bytes(t->problem(t->layers().front(), opt.base.kv_dtype), 0, &m),
+                          "--K " + std::to_string(K), "a ring of K entries for every query head");
+    }
 
   std::ostringstream names;
   for (std::size_t i = 0; i < traces.size(); ++i) names << (i ? ", " : "") << traces[i].name();
@@ -148,8 +160,7 @@ void run_calibrate(const CalibrateArgs& a) {
     done.push_back(lc);
     replay::save_layer_schedule(a.output, replay::calibration_schedule(done, opt, ptrs), comment);
     if (!a.json.empty())
-      dispatch::detail::write_atomically(a.json, replay::calibration_json(done, opt, ptrs),
-                                         "calibration JSON");
+      write_file_atomically(a.json, replay::calibration_json(done, opt, ptrs), "calibration JSON");
   };
   replay::calibrate(ptrs, a.layers, opt, cb);
   std::printf("wrote %s (%zu layer(s))\n", a.output.c_str(), done.size());

@@ -18,6 +18,8 @@
 #include "kernels/cuda/engine_config.h"
 #include "kernels/device.h"
 #include "kernels/session.h"
+#include "kernels/file_io.h"
+#include "kernels/host_memory.h"
 #include "profiler/activity.h"
 #include "profiler/cpu_tracer.h"
 #include "profiler/decode_loop.h"
@@ -236,6 +238,7 @@ void run_profile(const ProfileArgs& a) {
                   "' must be cpu or cuda");
   MACTUNE_REQUIRE(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   MACTUNE_REQUIRE(a.context >= 1, "--context ", a.context, " must be >= 1");
+  if (!a.trace.empty()) check_output_path(a.trace, "trace");  // before minutes of profiling
   if (a.nsys) {
     prof::NsysOptions o;
     o.output = a.nsys_output;
@@ -255,6 +258,12 @@ void run_profile(const ProfileArgs& a) {
     return;
   }
   if (a.backend == "cpu") {
+    // The CPU session holds the KV cache and ring in host memory: too large a shape is one
+    // line here, not std::bad_alloc part way through allocating.
+    require_host_memory(
+        session_bytes(a.shape, a.context, a.full ? nullptr : &a.mac),
+        "--batch " + std::to_string(a.shape.batch) + " with --context " + std::to_string(a.context),
+        "the KV cache and ring of every request");
 #if MACTUNE_PROFILE_CPU
     const DeviceFingerprint fp = cpu_fingerprint(a.cpu.threads);
     profile_session<cpu::Session>(

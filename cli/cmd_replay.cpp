@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "cli/registry.h"
+#include "kernels/file_io.h"
+#include "kernels/host_memory.h"
 #include "replay/fidelity_store.h"
 #include "replay/replay.h"
 
@@ -58,16 +60,7 @@ void print_row(const replay::ReplayPoint& pt) {
 
 // Rewrites the JSON file through a temporary, so a reader never sees half a document.
 void write_json(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) input_error(path, ": cannot write the JSON output");
-    out << text;
-    if (!out.flush()) input_error(path, ": write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) input_error(path, ": cannot move ", tmp, " into place: ", ec.message());
+  write_file_atomically(path, text, "replay JSON");
 }
 
 void run_replay(const ReplayArgs& a) {
@@ -101,6 +94,11 @@ void run_replay(const ReplayArgs& a) {
 
   const replay::ReplaySettings& s0 = settings.front();
   const Problem shape = trace.problem(layers.front(), s0.kv_dtype);
+  for (const auto& s : settings)
+    require_host_memory(session_bytes(trace.problem(layers.front(), s.kv_dtype), 0, &s.mac),
+                        "--K " + std::to_string(s.mac.ring_capacity),
+                        "a ring of K entries for every query head");
+  if (!a.json.empty()) check_output_path(a.json, "replay JSON");
   std::printf("trace %s: %zu layer(s), %d query / %d KV heads, head_dim %d, rope_theta %g\n",
               trace.name().c_str(), trace.layers().size(), shape.q_heads, shape.kv_heads,
               shape.head_dim, trace.rope_theta());

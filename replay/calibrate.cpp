@@ -104,6 +104,7 @@ std::vector<LayerCalibration> calibrate(const std::vector<const DecodeTrace*>& t
     lc.layer = layer;
     for (const DecodeTrace* t : traces) {
       if (!t->has_layer(layer)) continue;
+      for (const ReplaySettings& st : grid) require_replayable(*t, layer, st);
       TraceLayer data = t->load_layer(layer);
       ExactAttention ex =
           exact_attention(data, t->rope_theta(), opt.base.kv_dtype, opt.base.threads);

@@ -279,9 +279,23 @@ LayerRun replay_layer(const TraceLayer& L, double rope_theta, const ExactAttenti
   return run;
 }
 
+void require_replayable(const DecodeTrace& trace, int layer, const ReplaySettings& st) {
+  if (st.engine == ReplayEngine::ref) return;  // the fp64 reference runs any valid shape
+  cpu::SessionOptions opt;
+  opt.shape = trace.problem(layer, st.kv_dtype);
+  opt.mac = st.mac;
+  opt.mac_enabled = !st.baseline;
+  opt.engine.threads = st.threads;
+  const std::string why = cpu::validate(opt);
+  if (!why.empty())
+    input_error(trace.source(), ": layer ", layer, ": ", why, " (--engine ref replays any shape)");
+}
+
 std::vector<ReplayPoint> replay_trace(const DecodeTrace& trace, const std::vector<int>& layers,
                                       const std::vector<ReplaySettings>& settings,
                                       const ReplayCallback& on_point) {
+  for (int layer : layers)
+    for (const ReplaySettings& st : settings) require_replayable(trace, layer, st);
   std::vector<ReplayPoint> points;
   for (int layer : layers) {
     const TraceLayer L = trace.load_layer(layer);

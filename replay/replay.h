@@ -114,6 +114,10 @@ Fidelity summarize(const LayerRun& run);
 LayerRun replay_layer(const TraceLayer& layer, double rope_theta, const ExactAttention& full,
                       const ReplaySettings& settings);
 
+// Throws InputError naming the trace file and layer when `settings` cannot replay that layer
+// (the CPU engine runs head_dim 64, 128 and 256 only): checked before any tensor is read.
+void require_replayable(const DecodeTrace& trace, int layer, const ReplaySettings& settings);
+
 // One trace, several layers, several settings: the driver behind `mactune replay`.
 struct ReplayPoint {
   ReplaySettings settings;

@@ -15,20 +15,14 @@
 #include "kernels/cpu/session.h"
 #include "kernels/device.h"
 #include "kernels/error.h"
+#include "kernels/host_memory.h"
 #include "tuner/measure.h"
 
 namespace mactune::tuner {
 namespace {
 
-// Bytes the OS can still hand out (MemAvailable), 0 when unknown.
 long long available_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  long long kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
+  return static_cast<long long>(available_host_bytes());
 }
 
 // Mean of the "cpu MHz" lines of /proc/cpuinfo (the current clock of every logical CPU).
@@ -65,13 +59,7 @@ cpu::SessionOptions session_options(const TunePoint& p, bool mac) {
 
 // KV pools, ring and inputs of one session, roughly (for the memory check).
 double session_bytes(const TunePoint& p, bool mac) {
-  const double D = p.shape.head_dim;
-  const double pages = std::ceil((p.context + 1.0) / p.shape.page_size) * p.shape.page_size;
-  double b = p.shape.batch * p.shape.kv_heads * pages * D * 2 * dtype_size(p.shape.kv_dtype);
-  if (mac)
-    b += p.shape.batch * p.shape.q_heads * double(p.mac.ring_capacity) *
-         (D * (dtype_size(p.shape.kv_dtype) + dtype_size(p.mac.summary_dtype)) + 4);
-  return b;
+  return mactune::session_bytes(p.shape, p.context, mac ? &p.mac : nullptr);
 }
 
 // FOR TESTS ONLY: MACTUNE_TEST_SLOWDOWN="SIDE:KEY=VALUE[,KEY=VALUE...][:FACTOR]" makes every
