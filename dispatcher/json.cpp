@@ -6,10 +6,14 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "dispatcher/table.h"
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 
 namespace mactune::dispatch {
 namespace {
@@ -191,6 +195,44 @@ ordered interval_json(const Interval& iv) {
 
 }  // namespace
 
+namespace {
+
+// The first key that appears twice in one object of valid JSON text, with its line; nlohmann
+// keeps the last silently, so a table with two "schema" keys would load as the second.
+// Keys compare as written (escapes undecoded).
+std::optional<std::pair<std::string, int>> duplicate_key(std::string_view text) {
+  struct Frame {
+    bool object = false, expect_key = false;
+    std::set<std::string_view> keys;
+  };
+  std::vector<Frame> stack;
+  int line = 1;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+    } else if (c == '{' || c == '[') {
+      stack.push_back({c == '{', c == '{', {}});
+    } else if ((c == '}' || c == ']') && !stack.empty()) {
+      stack.pop_back();
+    } else if (c == ',' && !stack.empty() && stack.back().object) {
+      stack.back().expect_key = true;
+    } else if (c == '"') {
+      const std::size_t start = i + 1;
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\') ++i;
+      if (!stack.empty() && stack.back().object && stack.back().expect_key) {
+        const std::string_view key = text.substr(start, i - start);
+        if (!stack.back().keys.insert(key).second) return std::pair{std::string(key), line};
+        stack.back().expect_key = false;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 DispatchTable parse_table(std::string_view json_text, std::string_view origin) {
   const Reader reader(origin);
   json root;
@@ -199,19 +241,17 @@ DispatchTable parse_table(std::string_view json_text, std::string_view origin) {
   } catch (const json::exception& e) {
     reader.fail("$", std::string("not valid JSON: ") + e.what());
   }
+  if (const auto dup = duplicate_key(json_text))
+    reader.fail("line " + std::to_string(dup->second),
+                "duplicate key '" + dup->first + "' (each key appears once in an object)");
   DispatchTable t = reader.table(root);
   if (std::string why = check_structure(t); !why.empty()) reader.fail("$", why);
   return t;
 }
 
 DispatchTable read_table(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  MACTUNE_REQUIRE(in, "dispatch table '", path.string(), "': cannot be read (",
-                  std::strerror(errno), ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  MACTUNE_REQUIRE(!in.bad(), "dispatch table '", path.string(), "': cannot be read");
-  return parse_table(text.str(), path.string());
+  return parse_table(read_input_file(path.string(), "dispatch table", max_table_bytes),
+                     path.string());
 }
 
 std::string to_json(const DispatchTable& t) {

@@ -23,6 +23,8 @@
 namespace mactune::dispatch {
 
 inline constexpr std::string_view kDispatchSchema = "mactune.dispatch/1";
+// The largest table file read (a table of every bucket of a large sweep is a few MiB).
+inline constexpr std::uint64_t max_table_bytes = 256ull << 20;
 
 // Launch parameters that are not part of an instance name (CPU chunk tokens, threads, ...) and
 // the MAC settings besides K, r and tau: a flat map of typed scalars (kernels/fields.h), named
