@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -115,6 +116,33 @@ TEST(DispatchJson, RejectsUnknownMissingAndMistypedKeys) {
   t = good;
   t.replace(t.find("\"block_rows\": 16"), 16, "\"block_rows\": [16]");
   refused(t, "a parameter must be a number, a boolean or a string");
+}
+
+TEST(DispatchJson, DuplicateKeysAreRefusedNamingKeyAndLine) {
+  const std::string good = to_json(test_table());
+  auto refused = [](const std::string& text, const std::string& what) {
+    try {
+      parse_table(text, "t.json");
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted: " << what;
+  };
+  // A second "schema" as the last key of the top level: nlohmann would keep it silently.
+  std::string t = good;
+  t.insert(t.rfind('}'), ",\n\"schema\": \"mactune.dispatch/1\"\n");
+  const int last_line = static_cast<int>(std::count(t.begin(), t.end(), '\n')) - 1;
+  refused(
+      t, "dispatch table 't.json': line " + std::to_string(last_line) + ": duplicate key 'schema'");
+  // Inside an entry, with the key written on the same line as the first.
+  t = good;
+  const auto k = t.find("\"K\": 512");
+  ASSERT_NE(k, std::string::npos);
+  t.insert(k, "\"K\": 512, ");
+  refused(t, "duplicate key 'K'");
+  // The same key in two different objects is fine.
+  EXPECT_NO_THROW(parse_table(good, "t.json"));
 }
 
 TEST(DispatchStructure, NamesTheFirstBadEntry) {

@@ -59,6 +59,30 @@ TEST(TunerExpr, SyntaxErrorsNameTheColumn) {
   EXPECT_THROW(Expr::parse("foo(K)", kNames), InputError);
 }
 
+TEST(TunerExpr, ConstantZeroDivisorIsRefusedTheSameWayForDivisionAndModulo) {
+  for (const std::string op : {"/", "%"})
+    for (const std::string divisor : {"0", "(2 - 2)", "0 * K", "-0"}) {
+      const std::string text = "K " + op + " " + divisor + " > 1";
+      try {
+        Expr::parse(text, kNames);
+        ADD_FAILURE() << "accepted " << text;
+      } catch (const InputError& e) {
+        EXPECT_EQ(std::string(e.what()), "'" + op + "' by zero at column 3 of '" + text + "'");
+      }
+    }
+}
+
+TEST(TunerExpr, ZeroDivisorOfSomePointMakesTheConstraintFalseForBoth) {
+  const std::map<std::string, double> v = {{"K", 512}, {"r", 64}};
+  for (const std::string text : {"K / (r - 64) > 1", "K % (r - 64) < 1", "K / (r - 64)"}) {
+    const Expr e = Expr::parse(text, kNames);
+    EXPECT_FALSE(e.holds([&](const std::string& n) -> std::optional<double> {
+      const auto it = v.find(n);
+      return it == v.end() ? std::nullopt : std::optional<double>(it->second);
+    })) << text;
+  }
+}
+
 TEST(TunerExpr, NamesThatDoNotApplyLeaveTheConstraintSatisfied) {
   const Expr e = Expr::parse("K > context", kNames);
   EXPECT_TRUE(e.holds([](const std::string&) { return std::nullopt; }));

@@ -1,0 +1,421 @@
+// Hostile input through the real binary (issue 16), one test per case, grouped per command:
+// each refusal is one line "mactune: error: ..." naming the file, line or option and what is
+// wrong, exit 2, within seconds, and leaves no file behind.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "cli_util.h"
+#include "tuner/replay/safetensors.h"
+
+namespace mactune::tuner {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CliOptions;
+using testing::CliResult;
+using testing::run_mactune;
+using testing::TempDir;
+using testing::tiny_spec;
+
+// Exit 2, one line with the prefix, every part in it.
+void expect_refused(const CliResult& r, std::initializer_list<std::string> parts) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  for (const auto& p : parts)
+    EXPECT_NE(r.err.find(p), std::string::npos) << "[" << p << "] in " << r.err;
+}
+
+// Every file under `dir` whose name holds "tmp" or "partial": debris of a failed write.
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.find("tmp") != std::string::npos || n.find("partial") != std::string::npos)
+      out.push_back(n);
+  }
+  return out;
+}
+
+// A spec that names its line numbers: the tiny spec with one workload line replaced.
+std::string spec_with(const std::string& from, const std::string& to) {
+  std::string s = tiny_spec("t");
+  const auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+// A stored tiny sweep to emit and report from.
+void tune_tiny(const TempDir& dir) {
+  dir.write("tiny.yaml", tiny_spec("tiny", "[1]", "[256]", "[0, 1]", "[64]", 2));
+  const auto r = run_mactune(dir, {"tune", "tiny.yaml", "-q", "--no-report"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+}
+
+// ---- mactune tune: the spec file itself.
+
+TEST(TuneBadInput, DevZeroAsTheSpecIsRefusedWithoutReading) {
+  TempDir dir;
+  CliOptions o;
+  o.timeout_s = 20;
+  expect_refused(run_mactune(dir, {"tune", "/dev/zero", "--dry-run"}, o),
+                 {"/dev/zero", "a character device, not a regular file"});
+}
+
+TEST(TuneBadInput, DevUrandomAsTheSpecIsRefusedWithoutReading) {
+  TempDir dir;
+  CliOptions o;
+  o.timeout_s = 20;
+  expect_refused(run_mactune(dir, {"tune", "/dev/urandom", "--dry-run"}, o),
+                 {"/dev/urandom", "not a regular file"});
+}
+
+TEST(TuneBadInput, FifoAsTheSpecIsRefusedWithoutOpeningIt) {
+  TempDir dir;
+  ASSERT_EQ(mkfifo(dir.file("spec.yaml").c_str(), 0644), 0);
+  CliOptions o;
+  o.timeout_s = 20;  // an open() of the FIFO would block until killed here: rc -1
+  expect_refused(run_mactune(dir, {"tune", "spec.yaml", "--dry-run"}, o),
+                 {"spec.yaml", "a FIFO, not a regular file"});
+}
+
+TEST(TuneBadInput, DirectoryAsTheSpecSaysItIsADirectory) {
+  TempDir dir;
+  fs::create_directory(dir.file("specs"));
+  expect_refused(run_mactune(dir, {"tune", "specs", "--dry-run"}),
+                 {"specs: cannot read the spec: it is a directory"});
+}
+
+TEST(TuneBadInput, SpecOverTheSizeCapIsRefused) {
+  TempDir dir;
+  dir.write("big.yaml", tiny_spec("big") + "# " + std::string(2 << 20, 'x') + "\n");
+  expect_refused(run_mactune(dir, {"tune", "big.yaml", "--dry-run"}),
+                 {"big.yaml: the spec is larger than 1 MiB"});
+}
+
+TEST(TuneBadInput, MissingSpecNamesTheFile) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {"tune", "nope.yaml", "--dry-run"}),
+                 {"nope.yaml: cannot read the spec: no such file or directory"});
+}
+
+// ---- mactune tune: what the spec says.
+
+TEST(TuneBadInput, UnknownBackendNamesFileAndLine) {
+  TempDir dir;
+  dir.write("t.yaml", spec_with("device: {backend: cpu}", "device: {backend: tpu}"));
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:2: device.backend: expected cpu, cuda or auto, got 'tpu'"});
+}
+
+TEST(TuneBadInput, CudaBackendWithoutAGpuNamesFileAndLine) {
+  TempDir dir;
+  dir.write("t.yaml", spec_with("device: {backend: cpu}", "device:\n  backend: cuda"));
+  const auto r = run_mactune(dir, {"tune", "t.yaml", "-q"});
+  if (r.rc == 0) GTEST_SKIP() << "this machine has a usable GPU: the case needs one without";
+  expect_refused(r, {"t.yaml:3: device.backend: cuda is asked for, but"});
+  EXPECT_FALSE(fs::exists(dir.file("t.db")));
+}
+
+TEST(TuneBadInput, OddHeadDimIsReportedAtItsOwnLine) {
+  TempDir dir;
+  dir.write("t.yaml", spec_with("head_dim: 64", "head_dim: 63"));
+  const auto r = run_mactune(dir, {"tune", "t.yaml", "--dry-run"});
+  expect_refused(r, {"t.yaml:11: workload.head_dim: head_dim = 63 must be even"});
+  EXPECT_EQ(r.err.find("kv_heads"), std::string::npos) << "no kv_heads hint: " << r.err;
+}
+
+TEST(TuneBadInput, HeadCountMismatchKeepsTheZipHint) {
+  TempDir dir;
+  dir.write("t.yaml", spec_with("kv_heads: 2", "kv_heads: 3"));
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:10: workload.kv_heads: kv_heads = 3 does not divide q_heads = 8",
+                  "zip the head axes"});
+}
+
+TEST(TuneBadInput, Pow2RangePastTheAxisIsReportedAtItsLine) {
+  TempDir dir;
+  dir.write("t.yaml", spec_with("batch: [1, 2]", "batch: {pow2: [1, 1e18]}"));
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:7: workload.batch.pow2: [1, 1e18] is outside the range of"});
+}
+
+TEST(TuneBadInput, OversizedRangeIsReportedAtItsLine) {
+  TempDir dir;
+  dir.write("t.yaml", spec_with("context: [256, 512]", "context: {range: [256, 1M, 1]}"));
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:8: workload.context.range: the range has", "values (at most 100000)"});
+}
+
+TEST(TuneBadInput, DeepNestingIsOneLineNamingTheFile) {
+  TempDir dir;
+  dir.write("t.yaml",
+            "name: x\nworkload: " + std::string(3000, '[') + std::string(3000, ']') + "\n");
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:2: syntax: nested more than 64 levels deep"});
+}
+
+TEST(TuneBadInput, DeepBlockSequenceIsOneLineNamingTheFile) {
+  TempDir dir;
+  std::string deep = "name: x\nconstraints:\n  ";
+  for (int i = 0; i < 3000; ++i) deep += "- ";
+  dir.write("t.yaml", deep + "r < context\n");
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:3: syntax: nested more than 64 levels deep"});
+}
+
+TEST(TuneBadInput, MegabyteKeyIsOneLineNamingTheFileAndLimit) {
+  TempDir dir;
+  dir.write("t.yaml", "name: x\n" + std::string(1'000'000, 'k') + ": 1\n");
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:2: syntax: a key of 1000000 characters; YAML keys are at most 1024"});
+}
+
+TEST(TuneBadInput, DivisionAndModuloByZeroAreRefusedTheSameWay) {
+  TempDir dir;
+  for (const char* op : {"/", "%"}) {
+    dir.write("t.yaml", spec_with("constraints: [r < context]",
+                                  std::string("constraints: ['K ") + op + " 0 > 1']"));
+    expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                   {std::string("t.yaml:15: constraints[0]: '") + op +
+                    "' by zero at column 3 of 'K " + op + " 0 > 1'"});
+  }
+}
+
+// ---- mactune tune: outputs.
+
+TEST(TuneBadInput, LongSpecNameSaysTheFileNameIsTooLong) {
+  TempDir dir;
+  const std::string name(300, 'n');
+  std::string spec = tiny_spec(name);
+  spec = spec.substr(0, spec.find("output:"));  // default outputs: results/<name>.db
+  dir.write("t.yaml", spec);
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "-q"}),
+                 {"cannot write database 'results/" + name.substr(0, 20),
+                  "file name too long (303 characters; at most 255)"});
+  EXPECT_TRUE(temporaries(dir.path()).empty());
+}
+
+TEST(TuneBadInput, DispatchPathThatIsADirectoryIsRefusedBeforeMeasuring) {
+  TempDir dir;
+  dir.write("t.yaml", tiny_spec("t"));
+  fs::create_directory(dir.file("out"));
+  const auto r = run_mactune(dir, {"tune", "t.yaml", "-q", "-o", "out"});
+  expect_refused(r, {"cannot write dispatch table 'out': it is a directory"});
+  EXPECT_FALSE(fs::exists(dir.file("t.db"))) << "refused before the sweep";
+}
+
+TEST(TuneBadInput, EmptyDbOptionIsAnErrorNotTheSpecsDatabase) {
+  TempDir dir;
+  dir.write("t.yaml", tiny_spec("t"));
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--db", ""}), {"--db", "an empty value"});
+  EXPECT_FALSE(fs::exists(dir.file("t.db")));
+}
+
+// ---- mactune emit.
+
+TEST(EmitBadInput, NanTieToleranceIsRefusedNotACrash) {
+  TempDir dir;
+  tune_tiny(dir);
+  for (const char* v : {"nan", "inf", "-inf", "1e999"})
+    expect_refused(
+        run_mactune(dir, {"emit", "--db", "tiny.db", "-o", "x.json", "--tie-tolerance", v}),
+        {"--tie-tolerance", v});  // NaN: not finite; the rest: out of range
+  EXPECT_FALSE(fs::exists(dir.file("x.json")));
+}
+
+TEST(EmitBadInput, OutputThatIsADirectorySaysSo) {
+  TempDir dir;
+  tune_tiny(dir);
+  fs::create_directory(dir.file("d"));
+  expect_refused(run_mactune(dir, {"emit", "--db", "tiny.db", "-o", "d"}),
+                 {"cannot write dispatch table 'd': it is a directory"});
+  expect_refused(run_mactune(dir, {"emit", "--db", "tiny.db", "-o", "x.json", "--header", "d"}),
+                 {"cannot write dispatch header 'd': it is a directory"});
+  EXPECT_TRUE(temporaries(dir.path()).empty());
+}
+
+TEST(EmitBadInput, FailedWriteLeavesTheOldTableAndNoTemporary) {
+  TempDir dir;
+  tune_tiny(dir);
+  // A table as big as the limit cannot be rewritten: the write fails with EFBIG, as on a full
+  // disk. The database (written before) is under the limit's reach only where it grows.
+  const std::string old_table(64, '#');
+  dir.write("x.json", old_table);
+  CliOptions o;
+  o.file_size_limit = 1024;
+  const auto r = run_mactune(dir, {"emit", "--db", "tiny.db", "-o", "x.json", "-q"}, o);
+  expect_refused(r, {"x.json"});
+  EXPECT_EQ(testing::read_file(dir.file("x.json")), old_table);
+  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
+}
+
+// ---- mactune report.
+
+TEST(ReportBadInput, InfTieToleranceIsRefused) {
+  TempDir dir;
+  tune_tiny(dir);
+  expect_refused(
+      run_mactune(dir, {"report", "--db", "tiny.db", "-o", "rep", "--tie-tolerance", "nan"}),
+      {"--tie-tolerance", "'nan' is not a finite number"});
+  EXPECT_FALSE(fs::exists(dir.file("rep")));
+}
+
+TEST(ReportBadInput, FullDiskLeavesNoHalfReportAndNoTemporary) {
+  TempDir dir;
+  tune_tiny(dir);
+  CliOptions o;
+  o.file_size_limit = 512;  // report.md is larger: its write fails with EFBIG
+  const auto r = run_mactune(dir, {"report", "--db", "tiny.db", "-o", "rep"}, o);
+  expect_refused(r, {"cannot write report file 'rep/report.md': file too large"});
+  EXPECT_FALSE(fs::exists(dir.file("rep/report.md")));
+  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
+}
+
+// ---- mactune itself: commands, CLI11's errors, help.
+
+TEST(MactuneBadInput, UnknownCommandIsNamed) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {"frobnicate"}),
+                 {"unknown command 'mactune frobnicate'", "tune"});
+}
+
+TEST(MactuneBadInput, UnknownDbCommandIsNamed) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {"db", "frob"}), {"unknown command 'mactune db frob'", "merge"});
+}
+
+TEST(MactuneBadInput, NoCommandSaysOneIsNeeded) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {}), {"'mactune' needs a command: one of", "tune"});
+}
+
+TEST(MactuneBadInput, Cli11ErrorsAreOneLineWithThePrefix) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {"tune"}), {"spec is required", "see 'mactune tune --help'"});
+  expect_refused(run_mactune(dir, {"tune", "x.yaml", "--bogus"}),
+                 {"--bogus", "see 'mactune tune --help'"});
+  expect_refused(run_mactune(dir, {"emit", "--db", "x.db", "-o", "x.json", "--ties", "never"}),
+                 {"--ties", "never"});
+}
+
+TEST(MactuneBadInput, IntegerOverflowIsRefusedForEveryIntegerOption) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {"replay", "--trace", "t.safetensors", "--K", "99999999999"}),
+                 {"--K", "99999999999"});
+  expect_refused(run_mactune(dir, {"profile", "--context", "99999999999"}),
+                 {"--context", "99999999999"});
+}
+
+TEST(MactuneBadInput, EveryHelpMentionsTheExitCodes) {
+  TempDir dir;
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"--help"},
+                                       {"tune", "--help"},
+                                       {"emit", "--help"},
+                                       {"report", "--help"},
+                                       {"replay", "--help"},
+                                       {"calibrate", "--help"},
+                                       {"profile", "--help"},
+                                       {"db", "--help"},
+                                       {"db", "merge", "--help"}}) {
+    const auto r = run_mactune(dir, cmd);
+    EXPECT_EQ(r.rc, 0) << cmd.front();
+    EXPECT_NE(r.out.find("Exit codes: 0 done; 2 bad input"), std::string::npos)
+        << cmd.front() << " " << cmd.back() << ":\n"
+        << r.out;
+  }
+}
+
+// ---- mactune replay and calibrate.
+
+// A decode trace of one layer (3): T steps, `q_heads` / `kv_heads` heads of `head_dim`, random
+// values (never zeros).
+void write_trace(const TempDir& dir, const std::string& name, int head_dim, int T = 8) {
+  std::vector<float> q(std::size_t(T) * 4 * head_dim), kv(std::size_t(T) * 2 * head_dim);
+  std::uint32_t x = 12345;
+  auto fill = [&](std::vector<float>& v) {
+    for (float& f : v) f = float((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
+  };
+  fill(q);
+  fill(kv);
+  const auto bytes = write_safetensors({{"layer3.q_pre", {T, 4, head_dim}, q},
+                                        {"layer3.k_pre", {T, 2, head_dim}, kv},
+                                        {"layer3.v", {T, 2, head_dim}, kv}},
+                                       {{"rope_theta", "10000"}});
+  std::ofstream(dir.file(name), std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+TEST(ReplayBadInput, HeadDimTheEngineCannotRunNamesTheTrace) {
+  TempDir dir;
+  write_trace(dir, "d200.safetensors", 200);
+  expect_refused(run_mactune(dir, {"replay", "--engine", "cpu", "--trace", "d200.safetensors"}),
+                 {"d200.safetensors: layer 3: head_dim = 200 is not supported by the CPU engine"});
+}
+
+TEST(ReplayBadInput, RingLargerThanMemoryNamesTheOptionAndTheBytes) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  expect_refused(run_mactune(dir, {"replay", "--engine", "ref", "--trace", "t.safetensors", "--K",
+                                   "2000000000", "--r", "4"}),
+                 {"--K 2000000000 needs", "TiB of memory", "is available"});
+}
+
+TEST(ReplayBadInput, JsonOutputThatIsADirectoryIsRefusedBeforeReplaying) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  fs::create_directory(dir.file("d"));
+  expect_refused(
+      run_mactune(dir, {"replay", "--engine", "ref", "--trace", "t.safetensors", "--json", "d"}),
+      {"cannot write replay JSON 'd': it is a directory"});
+}
+
+TEST(CalibrateBadInput, NanMaxErrSaysTheValueIsNotFinite) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  expect_refused(run_mactune(dir, {"calibrate", "--trace", "t.safetensors", "-o", "s.yaml",
+                                   "--max-err", "nan"}),
+                 {"--max-err", "'nan' is not a finite number"});
+}
+
+TEST(CalibrateBadInput, NegativeMaxErrSaysItCannotBeNegative) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  expect_refused(run_mactune(dir, {"calibrate", "--trace", "t.safetensors", "-o", "s.yaml",
+                                   "--max-err", "-1"}),
+                 {"--max-err -1: an error budget cannot be negative"});
+}
+
+TEST(CalibrateBadInput, OutputThatIsADirectoryLeavesNoTemporary) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  fs::create_directory(dir.file("d"));
+  expect_refused(run_mactune(dir, {"calibrate", "--trace", "t.safetensors", "-o", "d", "--max-err",
+                                   "0.01", "--engine", "ref"}),
+                 {"cannot write schedule 'd': it is a directory"});
+  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
+  EXPECT_FALSE(fs::exists(dir.file("d.tmp")));
+}
+
+// ---- mactune profile.
+
+TEST(ProfileBadInput, BatchLargerThanMemoryNamesTheOptionAndTheBytes) {
+  TempDir dir;
+  expect_refused(run_mactune(dir, {"profile", "--batch", "1000000000", "--steps", "1"}),
+                 {"--batch 1000000000 with --context 8192 needs", "of memory", "is available"});
+}
+
+TEST(ProfileBadInput, TraceOutputThatIsADirectoryIsRefused) {
+  TempDir dir;
+  fs::create_directory(dir.file("d"));
+  expect_refused(run_mactune(dir, {"profile", "--steps", "1", "--trace", "d"}),
+                 {"cannot write trace 'd': it is a directory"});
+}
+
+}  // namespace
+}  // namespace mactune::tuner
