@@ -390,7 +390,7 @@ TEST(DispatchLoad, MissingFileIsRefusedWithOneLine) {
   const Dispatcher d = Dispatcher::load("/nonexistent/dir/table.json", log.options(&catalog));
   EXPECT_EQ(d.table(), nullptr);
   ASSERT_EQ(log.lines.size(), 1u);
-  EXPECT_NE(log.lines[0].find("refused: cannot be read (No such file or directory)"),
+  EXPECT_NE(log.lines[0].find("cannot read the dispatch table: no such file or directory"),
             std::string::npos)
       << log.lines[0];
 }

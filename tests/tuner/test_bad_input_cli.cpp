@@ -240,21 +240,6 @@ TEST(EmitBadInput, OutputThatIsADirectorySaysSo) {
   EXPECT_TRUE(temporaries(dir.path()).empty());
 }
 
-TEST(EmitBadInput, FailedWriteLeavesTheOldTableAndNoTemporary) {
-  TempDir dir;
-  tune_tiny(dir);
-  // A table as big as the limit cannot be rewritten: the write fails with EFBIG, as on a full
-  // disk. The database (written before) is under the limit's reach only where it grows.
-  const std::string old_table(64, '#');
-  dir.write("x.json", old_table);
-  CliOptions o;
-  o.file_size_limit = 1024;
-  const auto r = run_mactune(dir, {"emit", "--db", "tiny.db", "-o", "x.json", "-q"}, o);
-  expect_refused(r, {"x.json"});
-  EXPECT_EQ(testing::read_file(dir.file("x.json")), old_table);
-  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
-}
-
 // ---- mactune report.
 
 TEST(ReportBadInput, InfTieToleranceIsRefused) {
@@ -266,14 +251,12 @@ TEST(ReportBadInput, InfTieToleranceIsRefused) {
   EXPECT_FALSE(fs::exists(dir.file("rep")));
 }
 
-TEST(ReportBadInput, FullDiskLeavesNoHalfReportAndNoTemporary) {
+TEST(ReportBadInput, ReportFileThatIsADirectoryIsNamed) {
   TempDir dir;
   tune_tiny(dir);
-  CliOptions o;
-  o.file_size_limit = 512;  // report.md is larger: its write fails with EFBIG
-  const auto r = run_mactune(dir, {"report", "--db", "tiny.db", "-o", "rep"}, o);
-  expect_refused(r, {"cannot write report file 'rep/report.md': file too large"});
-  EXPECT_FALSE(fs::exists(dir.file("rep/report.md")));
+  fs::create_directories(dir.file("rep/report.md"));
+  expect_refused(run_mactune(dir, {"report", "--db", "tiny.db", "-o", "rep"}),
+                 {"cannot write report file 'rep/report.md': it is a directory"});
   EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
 }
 
@@ -373,6 +356,39 @@ TEST(ReplayBadInput, JsonOutputThatIsADirectoryIsRefusedBeforeReplaying) {
   expect_refused(
       run_mactune(dir, {"replay", "--engine", "ref", "--trace", "t.safetensors", "--json", "d"}),
       {"cannot write replay JSON 'd': it is a directory"});
+}
+
+// RLIMIT_FSIZE makes every write past 512 bytes fail with EFBIG, as a full disk fails with
+// ENOSPC (no database here: SQLite's 32 KiB -shm file would fail first). The JSON of one
+// point is about 1 KiB.
+TEST(ReplayBadInput, FullDiskKeepsTheOldJsonAndLeavesNoTemporary) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  dir.write("r.json", "old");
+  CliOptions o;
+  o.file_size_limit = 512;
+  expect_refused(run_mactune(dir,
+                             {"replay", "--engine", "ref", "--trace", "t.safetensors", "--json",
+                              "r.json", "--K", "8", "--r", "4"},
+                             o),
+                 {"cannot write replay JSON 'r.json': file too large"});
+  EXPECT_EQ(testing::read_file(dir.file("r.json")), "old");
+  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
+}
+
+TEST(CalibrateBadInput, FullDiskKeepsTheOldScheduleAndLeavesNoTemporary) {
+  TempDir dir;
+  write_trace(dir, "t.safetensors", 64);
+  dir.write("s.yaml", "old");
+  CliOptions o;
+  o.file_size_limit = 512;  // the schedule of one layer is about 750 bytes
+  expect_refused(run_mactune(dir,
+                             {"calibrate", "--engine", "ref", "--trace", "t.safetensors", "-o",
+                              "s.yaml", "--max-err", "0.5", "--K", "8", "--r", "4"},
+                             o),
+                 {"cannot write schedule 's.yaml': file too large"});
+  EXPECT_EQ(testing::read_file(dir.file("s.yaml")), "old");
+  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
 }
 
 TEST(CalibrateBadInput, NanMaxErrSaysTheValueIsNotFinite) {
