@@ -11,6 +11,7 @@
 #include "cli/registry.h"
 #include "db/db_error.h"
 #include "kernels/error.h"
+#include "kernels/one_line.h"
 
 namespace {
 
@@ -20,6 +21,7 @@ std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
   std::string msg = e.what();
   for (char& c : msg)
     if (c == '\n') c = ' ';
+  msg = mactune::detail::one_line(msg);
   while (!msg.empty() && msg.back() == ' ') msg.pop_back();
   std::string cmd = "mactune";
   for (const CLI::App* a = &app;;) {
@@ -52,10 +54,10 @@ int main(int argc, char** argv) {
     std::cerr << "mactune: error: " << one_line(app, e) << '\n';
     return 2;
   } catch (const mactune::Error& e) {
-    std::cerr << "mactune: error: " << e.what() << '\n';
+    std::cerr << "mactune: error: " << mactune::detail::one_line(e.what()) << '\n';
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "mactune: internal error: " << e.what() << '\n';
+    std::cerr << "mactune: internal error: " << mactune::detail::one_line(e.what()) << '\n';
     return 1;
   }
   return mactune::cli::command_exit_code();

@@ -9,6 +9,7 @@
 
 #include "kernels/error.h"
 #include "kernels/fields.h"
+#include "kernels/one_line.h"
 
 namespace mactune::tuner {
 
@@ -71,7 +72,8 @@ class Parser {
  private:
   template <class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
-    input_error(detail::concat(parts...), " at column ", pos_ + 1, " of '", s_, "'");
+    input_error(detail::one_line(detail::concat(parts...)), " at column ", pos_ + 1, " of '",
+                detail::one_line(s_), "'");
   }
   void skip_space() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "kernels/error.h"
+#include "kernels/one_line.h"
 #include "tuner/axes.h"
 
 namespace mactune::tuner {
@@ -145,7 +146,7 @@ std::vector<TunePoint> expand_grid(const Spec& spec) {
   for (std::size_t c = 0; c < spec.constraints.size(); ++c)
     if (kept_by[c] == 0)
       input_error(spec.file, ':', spec.constraints[c].line, ": constraints[", c, "]: '",
-                  spec.constraints[c].expr.text(),
+                  detail::one_line(spec.constraints[c].expr.text()),
                   "' is impossible: it rejects every point of the grid");
   if (points.empty())
     input_error(spec.file, ':', spec.constraints.empty() ? 1 : spec.constraints.front().line,

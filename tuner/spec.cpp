@@ -12,6 +12,7 @@
 
 #include "kernels/error.h"
 #include "kernels/file_io.h"
+#include "kernels/one_line.h"
 #include "tuner/axes.h"
 
 namespace mactune::tuner {
@@ -49,6 +50,12 @@ bool glob_match(std::string_view p, std::string_view t) {
 }
 
 namespace {
+
+// InputError with the pieces as one line (a value the message quotes may hold a newline).
+template <class... Parts>
+[[noreturn]] void spec_error(const Parts&... parts) {
+  throw InputError(detail::one_line(detail::concat(parts...)));
+}
 
 // A spec nests three or four levels; this many is a generated or hostile file, refused before
 // yaml-cpp recurses into it (it gives up at some depth with "bad file").
@@ -99,8 +106,8 @@ std::pair<int, int> nesting_depth(std::string_view text) {
 // YAML::Load with one-line messages naming the file and line for what yaml-cpp words poorly.
 YAML::Node load_yaml(std::string_view text, const std::string& file) {
   if (const auto [depth, line] = nesting_depth(text); depth > max_spec_depth)
-    input_error(file, ':', line, ": syntax: nested more than ", max_spec_depth,
-                " levels deep; a spec nests a few levels (docs/spec.md)");
+    spec_error(file, ':', line, ": syntax: nested more than ", max_spec_depth,
+               " levels deep; a spec nests a few levels (docs/spec.md)");
   try {
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
@@ -115,10 +122,10 @@ YAML::Node load_yaml(std::string_view text, const std::string& file) {
       const std::string_view row = text.substr(begin, text.find('\n', begin) - begin);
       const auto colon = row.find(':');
       if (colon != std::string_view::npos && colon > 1024)
-        input_error(file, ':', line, ": syntax: a key of ", colon,
-                    " characters; YAML keys are at most 1024");
+        spec_error(file, ':', line, ": syntax: a key of ", colon,
+                   " characters; YAML keys are at most 1024");
     }
-    input_error(file, ':', line, ": syntax: ", e.msg);
+    spec_error(file, ':', line, ": syntax: ", e.msg);
   }
 }
 
@@ -132,7 +139,8 @@ struct Reader {
   }
   template <class... Parts>
   [[noreturn]] void fail(int line, std::string_view key, const Parts&... parts) const {
-    input_error(file, ':', line, ": ", key, ": ", parts...);
+    // One line whatever the spec quotes back (a key or value may hold a newline).
+    spec_error(file, ':', line, ": ", key, ": ", parts...);
   }
   template <class... Parts>
   [[noreturn]] void fail(const YAML::Node& n, std::string_view key, const Parts&... parts) const {
@@ -424,7 +432,7 @@ std::string requested_backend(std::string_view text, const std::string& file, in
     if (line) *line = at;
     const std::string v = n.IsScalar() ? n.Scalar() : "";
     if (v != "cpu" && v != "cuda" && v != "auto")
-      input_error(file, ':', at, ": device.backend: expected cpu, cuda or auto, got '", v, "'");
+      spec_error(file, ':', at, ": device.backend: expected cpu, cuda or auto, got '", v, "'");
     return v;
   }
   return "auto";
