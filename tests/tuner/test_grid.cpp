@@ -98,7 +98,9 @@ constraints:
 
 TEST(TunerGrid, InvalidShapeAfterConstraintsIsAnError) {
   const std::string e = error_of("name: s\nworkload:\n  q_heads: 32\n  kv_heads: [8, 3]\n");
-  EXPECT_EQ(e.rfind("g.yaml:4: workload.kv_heads: kv_heads = 3 does not divide q_heads = 32", 0), 0u) << e;
+  EXPECT_EQ(e.rfind("g.yaml:4: workload.kv_heads: kv_heads = 3 does not divide q_heads = 32", 0),
+            0u)
+      << e;
   // The same grid with a constraint on G is fine.
   EXPECT_EQ(grid_of("name: s\nworkload:\n  q_heads: 32\n  kv_heads: [8, 3]\n  hit_rate: 1\n"
                     "constraints: [G == 4]\n")
