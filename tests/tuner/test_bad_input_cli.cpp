@@ -318,17 +318,19 @@ TEST(MactuneBadInput, EveryHelpMentionsTheExitCodes) {
 
 // A decode trace of one layer (3): T steps, `q_heads` / `kv_heads` heads of `head_dim`, random
 // values (never zeros).
-void write_trace(const TempDir& dir, const std::string& name, int head_dim, int T = 8) {
-  std::vector<float> q(std::size_t(T) * 4 * head_dim), kv(std::size_t(T) * 2 * head_dim);
+void write_trace(const TempDir& dir, const std::string& name, int head_dim, int T = 8,
+                 int q_heads = 4, int kv_heads = 2) {
+  std::vector<float> q(std::size_t(T) * q_heads * head_dim),
+      kv(std::size_t(T) * kv_heads * head_dim);
   std::uint32_t x = 12345;
   auto fill = [&](std::vector<float>& v) {
     for (float& f : v) f = float((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
   };
   fill(q);
   fill(kv);
-  const auto bytes = write_safetensors({{"layer3.q_pre", {T, 4, head_dim}, q},
-                                        {"layer3.k_pre", {T, 2, head_dim}, kv},
-                                        {"layer3.v", {T, 2, head_dim}, kv}},
+  const auto bytes = write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
+                                        {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
+                                        {"layer3.v", {T, kv_heads, head_dim}, kv}},
                                        {{"rope_theta", "10000"}});
   std::ofstream(dir.file(name), std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
@@ -343,10 +345,11 @@ TEST(ReplayBadInput, HeadDimTheEngineCannotRunNamesTheTrace) {
 
 TEST(ReplayBadInput, RingLargerThanMemoryNamesTheOptionAndTheBytes) {
   TempDir dir;
-  write_trace(dir, "t.safetensors", 64);
+  // 512 query heads x K 1M x (64 x (4 + 4) + 4) bytes: 258 GiB of ring.
+  write_trace(dir, "t.safetensors", 64, 2, 512, 128);
   expect_refused(run_mactune(dir, {"replay", "--engine", "ref", "--trace", "t.safetensors", "--K",
-                                   "2000000000", "--r", "4"}),
-                 {"--K 2000000000 needs", "TiB of memory", "is available"});
+                                   "1048576", "--r", "4"}),
+                 {"--K 1048576 needs 258.0 GiB of memory", "is available"});
 }
 
 TEST(ReplayBadInput, JsonOutputThatIsADirectoryIsRefusedBeforeReplaying) {
@@ -422,8 +425,9 @@ TEST(CalibrateBadInput, OutputThatIsADirectoryLeavesNoTemporary) {
 
 TEST(ProfileBadInput, BatchLargerThanMemoryNamesTheOptionAndTheBytes) {
   TempDir dir;
-  expect_refused(run_mactune(dir, {"profile", "--batch", "1000000000", "--steps", "1"}),
-                 {"--batch 1000000000 with --context 8192 needs", "of memory", "is available"});
+  expect_refused(
+      run_mactune(dir, {"profile", "--batch", "4096", "--context", "1048576", "--steps", "1"}),
+      {"--batch 4096 with --context 1048576 needs", "TiB of memory", "is available"});
 }
 
 TEST(ProfileBadInput, TraceOutputThatIsADirectoryIsRefused) {
