@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "tuner/replay/safetensors.h"
+#include "replay/safetensors.h"
 
 namespace mactune::tuner {
 namespace {
@@ -328,10 +328,10 @@ void write_trace(const TempDir& dir, const std::string& name, int head_dim, int 
   };
   fill(q);
   fill(kv);
-  const auto bytes = write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
-                                        {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
-                                        {"layer3.v", {T, kv_heads, head_dim}, kv}},
-                                       {{"rope_theta", "10000"}});
+  const auto bytes = replay::write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
+                                                {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
+                                                {"layer3.v", {T, kv_heads, head_dim}, kv}},
+                                               {{"rope_theta", "10000"}});
   std::ofstream(dir.file(name), std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
