@@ -29,12 +29,12 @@ using namespace mactune::dispatch;
 
 const Catalog& fuzz_catalog() {
   static const Catalog catalog({
-      {"full_cpu_avx2_hd128_bf16", "cpu", "full", ""},
-      {"mac_cpu_avx2_hd128_bf16", "cpu", "mac", ""},
-      {"full_cpu_avx2_hd64_f16", "cpu", "full", ""},
-      {"mac_cpu_avx2_hd64_f16", "cpu", "mac", ""},
-      {"full_cuda_hd128_g4_t64_bf16", "cuda", "full", ""},
-      {"attend_cuda_hd128_g4_t64_s2_bf16", "cuda", "attend", ""},
+      InstanceDesc::named("full_cpu_avx2_hd128_bf16", Backend::cpu, Family::full),
+      InstanceDesc::named("mac_cpu_avx2_hd128_bf16", Backend::cpu, Family::mac),
+      InstanceDesc::named("full_cpu_avx2_hd64_f16", Backend::cpu, Family::full),
+      InstanceDesc::named("mac_cpu_avx2_hd64_f16", Backend::cpu, Family::mac),
+      InstanceDesc::named("full_cuda_hd128_g4_t64_bf16", Backend::cuda, Family::full),
+      InstanceDesc::named("attend_cuda_hd128_g4_t64_s2_bf16", Backend::cuda, Family::attend),
   });
   return catalog;
 }
