@@ -2,12 +2,12 @@
 // classified SAME / FASTER / SLOWER / AMBIGUOUS (tuner/compare.h). Exit 0 when nothing is
 // SLOWER, 1 when something is (a CI gate), 2 on bad input.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "tuner/compare.h"
 
 namespace mactune::cli {
@@ -26,10 +26,7 @@ void run(const CompareArgs& a) {
   if (a.out.empty()) {
     std::cout << md;
   } else {
-    std::ofstream f(a.out, std::ios::binary);
-    f << md;
-    f.close();
-    if (!f) input_error("-o ", a.out, ": cannot write the report");
+    write_file_atomically(a.out, md, "comparison report");
     std::cout << tuner::compare_summary(c) << "\nwrote " << a.out << "\n";
   }
   if (c.any_slower()) command_exit_code() = 1;

@@ -11,7 +11,8 @@ namespace mactune::cli {
 
 const char* const exit_codes_text =
     "Exit codes: 0 done; 2 bad input or a failed operation (one line 'mactune: error: ...' on "
-    "stderr; what was stored or written before stays: docs/errors.md); 1 an internal error.";
+    "stderr; what was stored or written before stays: docs/errors.md); 1 an internal error (or, "
+    "for compare, a point SLOWER).";
 
 namespace {
 

@@ -260,6 +260,17 @@ TEST(ReportBadInput, ReportFileThatIsADirectoryIsNamed) {
   EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
 }
 
+// ---- mactune compare.
+
+TEST(CompareBadInput, ReportThatIsADirectoryIsNamedAndNothingIsLeft) {
+  TempDir dir;
+  tune_tiny(dir);
+  fs::create_directory(dir.file("d"));
+  expect_refused(run_mactune(dir, {"compare", "tiny.db", "tiny.db", "-o", "d"}),
+                 {"cannot write comparison report 'd': it is a directory"});
+  EXPECT_TRUE(temporaries(dir.path()).empty()) << temporaries(dir.path()).front();
+}
+
 // ---- mactune itself: commands, CLI11's errors, help.
 
 TEST(MactuneBadInput, UnknownCommandIsNamed) {
@@ -304,6 +315,7 @@ TEST(MactuneBadInput, EveryHelpMentionsTheExitCodes) {
                                        {"replay", "--help"},
                                        {"calibrate", "--help"},
                                        {"profile", "--help"},
+                                       {"compare", "--help"},
                                        {"db", "--help"},
                                        {"db", "merge", "--help"}}) {
     const auto r = run_mactune(dir, cmd);
