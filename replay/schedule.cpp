@@ -109,7 +109,19 @@ struct Reader {
 
 }  // namespace
 
+static LayerSchedule parse_layer_schedule_checked(const std::string& text,
+                                                  const std::string& source);
+
 LayerSchedule parse_layer_schedule(const std::string& text, const std::string& source) {
+  try {
+    return parse_layer_schedule_checked(text, source);
+  } catch (const YAML::Exception& e) {  // a key or value of a shape the checks did not foresee
+    input_error(source, ":", e.mark.line + 1, ": ", e.msg);
+  }
+}
+
+static LayerSchedule parse_layer_schedule_checked(const std::string& text,
+                                                  const std::string& source) {
   YAML::Node root;
   try {
     root = YAML::Load(text);

@@ -176,6 +176,13 @@ TEST(TuneBadInput, MegabyteKeyIsOneLineNamingTheFileAndLimit) {
                  {"t.yaml:2: syntax: a key of 1000000 characters; YAML keys are at most 1024"});
 }
 
+TEST(TuneBadInput, ListAsAKeyIsOneLineNotAnInternalError) {
+  TempDir dir;
+  dir.write("t.yaml", "name: x\nworkload:\n  ? [a, b]\n  : 1\n");
+  expect_refused(run_mactune(dir, {"tune", "t.yaml", "--dry-run"}),
+                 {"t.yaml:3: workload: expected a plain key, got a list"});
+}
+
 TEST(TuneBadInput, DivisionAndModuloByZeroAreRefusedTheSameWay) {
   TempDir dir;
   for (const char* op : {"/", "%"}) {
