@@ -4,6 +4,7 @@
 mactune_add_fuzzer(fuzz_spec
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_spec.cpp
           ${PROJECT_SOURCE_DIR}/tuner/spec.cpp
+          ${PROJECT_SOURCE_DIR}/tuner/spec_yaml.cpp
           ${PROJECT_SOURCE_DIR}/tuner/axes.cpp
           ${PROJECT_SOURCE_DIR}/tuner/expr.cpp
           ${PROJECT_SOURCE_DIR}/tuner/grid.cpp

@@ -14,6 +14,7 @@
 #include "kernels/file_io.h"
 #include "kernels/one_line.h"
 #include "tuner/axes.h"
+#include "tuner/spec_yaml.h"
 
 namespace mactune::tuner {
 
@@ -55,78 +56,6 @@ namespace {
 template <class... Parts>
 [[noreturn]] void spec_error(const Parts&... parts) {
   throw InputError(detail::one_line(detail::concat(parts...)));
-}
-
-// A spec nests three or four levels; this many is a generated or hostile file, refused before
-// yaml-cpp recurses into it (it gives up at some depth with "bad file").
-constexpr int max_spec_depth = 64;
-
-// The deepest nesting of a YAML text, estimated from flow brackets and block indentation
-// ("- - - x" and "a: {b: [c]}" count each level), with the line where it is first reached.
-std::pair<int, int> nesting_depth(std::string_view text) {
-  int flow = 0, deepest = 0, deepest_line = 1, line = 1;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    // Start of a line: indentation and leading sequence dashes.
-    int block = 0;
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i, ++block;
-    int dashes = 0;
-    while (i + 1 < text.size() && text[i] == '-' && (text[i + 1] == ' ' || text[i + 1] == '\t')) {
-      ++dashes;
-      i += 2;
-      while (i < text.size() && text[i] == ' ') ++i;
-    }
-    char quote = 0;
-    for (; i < text.size() && text[i] != '\n'; ++i) {
-      const char c = text[i];
-      if (quote) {
-        if (c == '\\' && quote == '"')
-          ++i;
-        else if (c == quote)
-          quote = 0;
-      } else if (c == '"' || c == '\'') {
-        quote = c;
-      } else if (c == '#') {
-        while (i < text.size() && text[i] != '\n') ++i;
-        break;
-      } else if (c == '[' || c == '{') {
-        ++flow;
-      } else if (c == ']' || c == '}') {
-        --flow;
-      }
-      const int depth = std::max(flow, 0) + block / 2 + dashes;
-      if (depth > deepest) deepest = depth, deepest_line = line;
-    }
-    ++i;
-    ++line;
-  }
-  return {deepest, deepest_line};
-}
-
-// YAML::Load with one-line messages naming the file and line for what yaml-cpp words poorly.
-YAML::Node load_yaml(std::string_view text, const std::string& file) {
-  if (const auto [depth, line] = nesting_depth(text); depth > max_spec_depth)
-    spec_error(file, ':', line, ": syntax: nested more than ", max_spec_depth,
-               " levels deep; a spec nests a few levels (docs/spec.md)");
-  try {
-    return YAML::Load(std::string(text));
-  } catch (const YAML::Exception& e) {
-    const int line = e.mark.line + 1;
-    // yaml-cpp refuses a plain key over 1024 characters as "illegal map value".
-    std::size_t begin = 0;
-    for (int l = 1; l < line && begin != std::string_view::npos; ++l) {
-      begin = text.find('\n', begin);
-      if (begin != std::string_view::npos) ++begin;
-    }
-    if (begin != std::string_view::npos) {
-      const std::string_view row = text.substr(begin, text.find('\n', begin) - begin);
-      const auto colon = row.find(':');
-      if (colon != std::string_view::npos && colon > 1024)
-        spec_error(file, ':', line, ": syntax: a key of ", colon,
-                   " characters; YAML keys are at most 1024");
-    }
-    spec_error(file, ':', line, ": syntax: ", e.msg);
-  }
 }
 
 // Where we are while reading: the file, for messages.
@@ -358,7 +287,7 @@ void read_search(const Reader& rd, Search& s, const YAML::Node& n) {
   }
 }
 
-// `search: halving` or `search: {strategy: halving, first_samples: 2}`.
+// `zip: [[q_heads, kv_heads], ...]`: axes that vary together, item by item.
 void read_zip(const Reader& rd, Spec& spec, const YAML::Node& n) {
   if (!n.IsSequence())
     rd.fail(n, "zip", "expected a list of axis groups, e.g. [[q_heads, kv_heads]]");
@@ -433,7 +362,7 @@ void read_constraints(const Reader& rd, Spec& spec, const YAML::Node& n) {
 
 std::string requested_backend(std::string_view text, const std::string& file, int* line) {
   if (line) *line = 0;
-  const YAML::Node root = load_yaml(text, file);
+  const YAML::Node root = load_spec_yaml(text, file);
   if (root.IsMap() && root["device"] && root["device"].IsMap() && root["device"]["backend"]) {
     const YAML::Node n = root["device"]["backend"];
     const int at = n.Mark().line + 1;
@@ -453,7 +382,7 @@ std::string read_spec_file(const std::string& path) {
 static Spec parse_spec_checked(std::string_view text, const std::string& file,
                                const std::string& backend) {
   Reader rd{file};
-  const YAML::Node root = load_yaml(text, file);
+  const YAML::Node root = load_spec_yaml(text, file);
   if (!root.IsMap()) rd.fail(root, "spec", "expected a mapping at the top level");
   Spec spec;
   spec.file = file;
