@@ -230,15 +230,25 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     d.mac = choose(mac_cands, opt.tie_tolerance, incumbent("mac"));
     d.mac_candidates = mac_cands;
 
-    // Break-even of the chosen MAC config against its in-run baselines, per variant.
+    // Break-even of the chosen MAC config against the chosen full config, per variant: below
+    // it the table runs that full config, so that is what MAC must beat. Both were measured
+    // interleaved at each grid condition (one group), so each point is a ratio from one run. A
+    // condition where the chosen full config was not measured (a probe stored by an older
+    // build, which measured only the MAC config's own pair) falls back to that pair's baseline.
+    std::map<std::pair<double, std::string>, const TimeStats*> chosen_full_at;
+    for (const PairRow* r : list)
+      if (!r->full_partial && Config{r->full_instance, r->launch, std::nullopt} == d.full.config)
+        chosen_full_at.try_emplace({r->hit_rate, r->variant}, &r->full);
     std::map<std::string, std::map<double, CurvePoint>> curves;
     for (const PairRow* r : list) {
       const Config here{r->mac_instance, r->launch, r->mac_settings};
       if (r->mac_partial || here != d.mac.config) continue;
+      const auto at = chosen_full_at.find({r->hit_rate, r->variant});
+      const TimeStats& base = at != chosen_full_at.end() ? *at->second : r->full;
       CurvePoint p;
       p.hit_rate = r->hit_rate;
-      p.speedup = r->mac.median_s > 0 ? r->full.median_s / r->mac.median_s : 0.0;
-      p.verdict = interval_verdict(r->mac, r->full);
+      p.speedup = r->mac.median_s > 0 ? base.median_s / r->mac.median_s : 0.0;
+      p.verdict = interval_verdict(r->mac, base);
       curves[r->variant].try_emplace(p.hit_rate, p);
     }
     int worst = -1;  // 0 ok, 1 ambiguous, 2 never

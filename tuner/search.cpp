@@ -70,16 +70,20 @@ SearchStatus search_status(const BreakEven& be, double resolution, int units,
 
 std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
                                    const std::vector<TunePoint>& grid, double resolution) {
-  // The grid points of each bucket's chosen MAC config, by variant.
+  // The grid points of each bucket's chosen MAC config, by variant; and a point whose full
+  // side is the chosen full config (its launch), the baseline the break-even is against.
   std::map<std::pair<std::string, std::string>, std::vector<const TunePoint*>> chosen;
+  std::map<std::pair<std::string, std::string>, const TunePoint*> chosen_full;
   std::map<std::string, const BucketDecision*> by_bucket;
   for (const BucketDecision& d : decisions) by_bucket[d.bucket.key()] = &d;
   for (const TunePoint& p : grid) {
     const auto it = by_bucket.find(bucket_of(p).key());
     if (it == by_bucket.end()) continue;
+    const std::pair<std::string, std::string> key{it->first, variant_of(to_db_workload(p))};
+    if (p.launch() == it->second->full.config.launch) chosen_full.try_emplace(key, &p);
     const Config& mac = it->second->mac.config;
     if (p.launch() != mac.launch || !mac.mac || p.mac != *mac.mac) continue;
-    chosen[{it->first, variant_of(to_db_workload(p))}].push_back(&p);
+    chosen[key].push_back(&p);
   }
   std::vector<TunePoint> probes;
   for (const BucketDecision& d : decisions)
@@ -98,6 +102,14 @@ std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
       TunePoint probe = p;
       probe.forced.hit_rate = *s.next;
       probes.push_back(probe);
+      // The chosen full config at the same rate, when its launch differs from the MAC
+      // config's: measured in the probe's group, interleaved with it.
+      const auto f = chosen_full.find({d.bucket.key(), variant});
+      if (f != chosen_full.end() && f->second->launch() != p.launch()) {
+        TunePoint base = *f->second;
+        base.forced.hit_rate = *s.next;
+        probes.push_back(base);
+      }
     }
   return probes;
 }

@@ -132,6 +132,28 @@ TEST(TunerDecide, FastestConfigWinsOutsideTheTolerance) {
   EXPECT_EQ(d[0].mac.ties.size(), 1u);
 }
 
+// The quick spec's b1 16K bucket on this host: full attention at chunk_tokens 256 was 48%
+// slower than at 1024, MAC at 256 the fastest MAC config. Below the break-even the table runs
+// the chosen full config (1024), so MAC must beat that one, not its own pair's 256 baseline
+// (against which MAC "won" at hit rate 0, and the table used MAC where it was 11% slower).
+TEST(TunerDecide, BreakEvenIsAgainstTheChosenFullConfigNotThePairsOwnBaseline) {
+  std::vector<PairRow> rows;
+  for (double h : {0.0, 0.5, 1.0}) {
+    rows.push_back(pair(h, "chunk=256", 512, h == 1 ? 0.515e-3 : h ? 3.39e-3 : 2.89e-3, 3.85e-3));
+    rows.push_back(pair(h, "chunk=1024", 512, h == 1 ? 0.54e-3 : h ? 3.45e-3 : 2.95e-3, 2.60e-3));
+  }
+  const auto d = decide(rows, {});
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(params(d[0].mac), "chunk=256");
+  EXPECT_EQ(params(d[0].full), "chunk=1024");
+  ASSERT_TRUE(d[0].break_even.hit_rate);
+  EXPECT_DOUBLE_EQ(*d[0].break_even.hit_rate, 1.0);
+  ASSERT_EQ(d[0].break_even.curve.size(), 3u);
+  EXPECT_EQ(d[0].break_even.curve[0].verdict, Verdict::slower);
+  EXPECT_NEAR(d[0].break_even.curve[0].speedup, 2.60 / 2.89, 1e-9);
+  EXPECT_NEAR(d[0].break_even.curve[2].speedup, 2.60 / 0.515, 1e-9);
+}
+
 TEST(TunerDecide, TiesGoToTheSimplerConfig) {
   // K = 1024 is 0.5% faster than K = 512: within the 1% tolerance, so the smaller ring wins.
   std::vector<PairRow> rows = {pair(1, "threads=0", 512, 2.010e-3, 10e-3),
