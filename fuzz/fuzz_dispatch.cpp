@@ -12,20 +12,13 @@
 #include <string_view>
 
 #include "dispatcher/dispatch.h"
+#include "fuzz/fuzz_assert.h"
 #include "kernels/error.h"
 
 namespace {
 
 using namespace mactune;
 using namespace mactune::dispatch;
-
-#define FUZZ_ASSERT(cond)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      __builtin_printf("fuzz_dispatch: property failed: %s (line %d)\n", #cond, __LINE__); \
-      std::abort();                                                                        \
-    }                                                                                      \
-  } while (0)
 
 const Catalog& fuzz_catalog() {
   static const Catalog catalog({

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz/fuzz_assert.h"
 #include "kernels/error.h"
 #include "tuner/expr.h"
 
@@ -20,14 +21,6 @@ namespace {
 
 using namespace mactune;
 using namespace mactune::tuner;
-
-#define FUZZ_ASSERT(cond)                                                              \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      __builtin_printf("fuzz_expr: property failed: %s (line %d)\n", #cond, __LINE__); \
-      std::abort();                                                                    \
-    }                                                                                  \
-  } while (0)
 
 const std::set<std::string>& known() {
   static const std::set<std::string> names = {"K",       "r",        "batch",    "context", "G",

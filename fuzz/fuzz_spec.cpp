@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "fuzz/fuzz_assert.h"
 #include "kernels/error.h"
 #include "tuner/grid.h"
 #include "tuner/spec.h"
@@ -19,14 +20,6 @@ namespace {
 
 using namespace mactune;
 using namespace mactune::tuner;
-
-#define FUZZ_ASSERT(cond)                                                              \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      __builtin_printf("fuzz_spec: property failed: %s (line %d)\n", #cond, __LINE__); \
-      std::abort();                                                                    \
-    }                                                                                  \
-  } while (0)
 
 void check_message(const InputError& e) {
   const std::string_view m = e.what();

@@ -1,10 +1,15 @@
 // Shared pieces of the db tests: a scratch directory and small, valid keys.
 #pragma once
 
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <exception>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "db/store.h"
@@ -76,6 +81,30 @@ inline TimeStats test_stats(double median_s) {
   s.mean_s = median_s * 1.01;
   s.rel_noise = 0.012;
   return s;
+}
+
+// Runs `f` in a child process without the right to write the test's files: as `nobody` when
+// the tests run as root (root ignores permission bits). Returns the child's exit code: 90 when
+// it could not drop its rights, 92 when `f` threw (the message on stderr), 93 when it died.
+inline int run_unprivileged(const std::function<int()>& f) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(90);
+    int rc = 91;
+    try {
+      rc = f();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: %s\n", e.what());
+      rc = 92;
+    } catch (...) {
+      rc = 92;
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 93;
 }
 
 }  // namespace mactune::db::testing

@@ -20,6 +20,7 @@ namespace mactune::db {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::run_unprivileged;
 using testing::TempDir;
 using testing::test_build;
 using testing::test_device;
@@ -94,26 +95,6 @@ DbError expect_db_error(F&& f, DbFailure failure) {
   }
   ADD_FAILURE() << "expected a DbError (" << failure_name(failure) << ")";
   return DbError("", failure, 0, "");
-}
-
-// Runs `f` in a child without the right to write the test's files (as nobody when root).
-int run_unprivileged(const std::function<int()>& f) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
-      _exit(90);
-    int rc = 91;
-    try {
-      rc = f();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      rc = 92;
-    }
-    _exit(rc);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 93;
 }
 
 // ---- Creation by many processes at once.

@@ -14,6 +14,7 @@
 namespace mactune::db {
 namespace {
 
+using testing::run_unprivileged;
 using testing::TempDir;
 using testing::test_build;
 using testing::test_device;
@@ -240,26 +241,6 @@ TEST(Db_OpenErrors, DamagedPagesAreCaughtBeforeAnyWrite) {
   }
   expect_input_error([&] { Store::open(cut); }, "cut.db");
   EXPECT_TRUE(read_bytes(cut) == cut_bytes) << "file changed: " << cut;
-}
-
-// Runs `f` in a child process without the right to write the test's files: as `nobody` when
-// the tests run as root (root ignores permission bits). Returns the child's exit code.
-int run_unprivileged(const std::function<int()>& f) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
-      _exit(90);
-    int rc = 91;
-    try {
-      rc = f();
-    } catch (...) {
-      rc = 92;
-    }
-    _exit(rc);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 93;
 }
 
 TEST(Db_OpenErrors, ReadOnlyFileIsRefusedForWritingAndReadableForReading) {
