@@ -52,12 +52,6 @@ bool glob_match(std::string_view p, std::string_view t) {
 
 namespace {
 
-// InputError with the pieces as one line (a value the message quotes may hold a newline).
-template <class... Parts>
-[[noreturn]] void spec_error(const Parts&... parts) {
-  throw InputError(detail::one_line(detail::concat(parts...)));
-}
-
 // Where we are while reading: the file, for messages.
 struct Reader {
   std::string file;

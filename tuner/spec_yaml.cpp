@@ -12,11 +12,6 @@
 namespace mactune::tuner {
 namespace {
 
-template <class... Parts>
-[[noreturn]] void spec_error(const Parts&... parts) {
-  throw InputError(detail::one_line(detail::concat(parts...)));
-}
-
 // A spec nests three or four levels; this many is a generated or hostile file, refused before
 // yaml-cpp recurses into it (it gives up at some depth with "bad file").
 constexpr int max_spec_depth = 64;
