@@ -33,6 +33,17 @@ using SessionOptions = mactune::SessionOptions<EngineConfig>;
 // value (head_dim 64/128/256, G = q_heads / kv_heads in 1..16, knobs in range, the ISA).
 std::string validate(const SessionOptions& opt);
 
+// Arena recycling, for a process that builds and drops sessions one after another (the tuner,
+// the benchmarks): arenas freed by a PagedKv are kept, up to `bytes` in all, and handed to the
+// next PagedKv whose arenas have the same size and dtype, instead of fresh memory. Fresh
+// memory costs its page faults: the kernel zeroes every huge page on first touch, which on the
+// 2-vCPU build VM was a third of a tune's wall time (perf, 2026-12-01). A recycled arena holds
+// the finite values of its last owner (same dtype: rows past a request's length stay finite).
+// The cache holds arenas of one size and dtype: taking another kind empties it. Off (0) by
+// default: a library user's memory goes back to the OS when a session ends. Thread-safe.
+void set_arena_cache_bytes(std::size_t bytes);
+std::size_t arena_cache_held_bytes();  // what the cache holds now (counted as in use by the OS)
+
 // One ring entry read back (tests, tools): pos = -1 when the slot holds nothing yet.
 struct RingEntryView {
   int pos = -1;

@@ -1,10 +1,14 @@
 #include "kernels/cpu/storage.h"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
+#include "kernels/cpu/session.h"
 #include "kernels/error.h"
 
 #if defined(__linux__)
@@ -17,10 +21,111 @@ namespace {
 constexpr std::size_t kArenaAlign = std::size_t{2} << 20;  // a huge page
 constexpr std::size_t kArenaBytes = std::size_t{64} << 20;
 
+// Fresh arena memory, 2 MiB-aligned and zeroed. On Linux an anonymous mapping (zero by
+// construction: no memset pass over it; a huge page is zeroed by the kernel when first
+// touched), elsewhere the heap.
+std::byte* map_arena(std::size_t bytes) {
+#if defined(__linux__)
+  const std::size_t span = bytes + kArenaAlign;
+  void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  auto* base = static_cast<std::byte*>(raw);
+  const auto addr = reinterpret_cast<std::uintptr_t>(base);
+  const std::size_t head = (kArenaAlign - addr % kArenaAlign) % kArenaAlign;
+  if (head > 0) munmap(base, head);
+  if (kArenaAlign - head > 0) munmap(base + head + bytes, kArenaAlign - head);
+  std::byte* p = base + head;
+#if defined(MADV_HUGEPAGE)
+  madvise(p, bytes, MADV_HUGEPAGE);  // fewer TLB misses when streaming KV; a hint only
+#endif
+  return p;
+#else
+  auto* p = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, bytes));
+  if (p) std::memset(p, 0, bytes);
+  return p;
+#endif
+}
+
+void unmap_arena(std::byte* p, std::size_t bytes) {
+#if defined(__linux__)
+  munmap(p, bytes);
+#else
+  (void)bytes;
+  std::free(p);
+#endif
+}
+
+struct ArenaCache {
+  struct Held {
+    std::byte* p;
+    std::size_t bytes;
+    DType dtype;
+  };
+  std::mutex mutex;
+  std::size_t limit = 0, held_bytes = 0;
+  std::vector<Held> held;
+
+  void drop_all_locked() {
+    for (const Held& h : held) unmap_arena(h.p, h.bytes);
+    held.clear();
+    held_bytes = 0;
+  }
+};
+
+ArenaCache& arena_cache() {
+  static ArenaCache cache;
+  return cache;
+}
+
+// A recycled arena of this size and dtype, or a fresh one; nullptr when out of memory.
+std::byte* take_arena(std::size_t bytes, DType dtype) {
+  {
+    ArenaCache& c = arena_cache();
+    std::lock_guard lock(c.mutex);
+    if (!c.held.empty() && (c.held.back().bytes != bytes || c.held.back().dtype != dtype))
+      c.drop_all_locked();  // another kind of pool now: the held arenas would only sit there
+    if (!c.held.empty()) {
+      std::byte* p = c.held.back().p;
+      c.held.pop_back();
+      c.held_bytes -= bytes;
+      return p;
+    }
+  }
+  return map_arena(bytes);
+}
+
 }  // namespace
 
+void set_arena_cache_bytes(std::size_t bytes) {
+  ArenaCache& c = arena_cache();
+  std::lock_guard lock(c.mutex);
+  c.limit = bytes;
+  while (!c.held.empty() && c.held_bytes > c.limit) {
+    unmap_arena(c.held.back().p, c.held.back().bytes);
+    c.held_bytes -= c.held.back().bytes;
+    c.held.pop_back();
+  }
+}
+
+std::size_t arena_cache_held_bytes() {
+  ArenaCache& c = arena_cache();
+  std::lock_guard lock(c.mutex);
+  return c.held_bytes;
+}
+
 void PagedKv::ArenaFree::operator()(std::byte* p) const {
-  std::free(p);
+  ArenaCache& c = arena_cache();
+  {
+    std::lock_guard lock(c.mutex);
+    const bool same_kind =
+        c.held.empty() || (c.held.back().bytes == bytes && c.held.back().dtype == dtype);
+    if (same_kind && c.held_bytes + bytes <= c.limit) {
+      c.held.push_back({p, bytes, dtype});
+      c.held_bytes += bytes;
+      return;
+    }
+  }
+  unmap_arena(p, bytes);
 }
 
 PagedKv::PagedKv(int kv_heads, int head_dim, DType dtype, int page_size)
@@ -44,16 +149,13 @@ void PagedKv::reserve(std::vector<std::byte*>& table, int tokens) {
     if (free_.empty()) {
       std::size_t bytes = arena_bytes_;
       bytes = (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-      auto* p = static_cast<std::byte*>(std::aligned_alloc(kArenaAlign, bytes));
+      // Zeroed (or recycled: finite values of this dtype): a tiled block's rows past a
+      // request's length are read (and masked) by the score loop, so they hold finite values,
+      // never heap garbage.
+      std::byte* p = take_arena(bytes, dtype_);
       if (!p)
         throw Error(detail::concat("out of memory allocating a ", bytes >> 20, " MiB KV arena"));
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-      madvise(p, bytes, MADV_HUGEPAGE);  // fewer TLB misses when streaming KV; a hint only
-#endif
-      // Zeroed: a tiled block's rows past a request's length are read (and masked) by the
-      // score loop, so they hold finite values, never heap garbage.
-      std::memset(p, 0, bytes);
-      arenas_.emplace_back(p);
+      arenas_.emplace_back(p, ArenaFree{bytes, dtype_});
       const std::size_t page_stride = 2 * v_offset_;
       for (std::size_t i = pages_per_arena_; i-- > 0;) free_.push_back(p + i * page_stride);
     }

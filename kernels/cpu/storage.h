@@ -48,6 +48,8 @@ class PagedKv {
 
  private:
   struct ArenaFree {
+    std::size_t bytes = 0;
+    DType dtype = DType::f32;
     void operator()(std::byte* p) const;
   };
   // The K and V bytes of row j of KV head g: the row itself, or for a tiled K its tile.

@@ -88,6 +88,49 @@ TEST(CpuPagedKv, ElementsSitWhereTheViewSays) {
     }
 }
 
+// Recycled KV arenas (set_arena_cache_bytes, as the tuner runs): a session on the arenas of an
+// earlier, longer one (rows past its length hold the old values) steps exactly as a session on
+// fresh memory; arenas of another dtype are never handed out (the cache is emptied instead).
+TEST(CpuPagedKv, RecycledArenasStepExactlyAsFreshOnes) {
+  SessionOptions o = base();
+  o.shape.batch = 1;
+  o.shape.page_size = 16;  // tiled K: a block's rows past the length are read, then masked
+  o.max_context = 8192;
+  o.forced.enabled = true;
+  o.forced.hit_rate = 0.5;
+  o.forced.lag = {LagKind::uniform, 1, 8};
+  Stream in(o.shape, 5);
+  in.grow(1);
+  auto step_after_prefill = [&](const SessionOptions& opt, int len, std::uint64_t seed) {
+    Session s(opt);
+    const int id = s.add_request();
+    s.prefill_synthetic(id, len, seed);
+    const int ids[] = {id};
+    return s.step(ids, in.q[0], in.k[0], in.v[0], false).out;
+  };
+  set_arena_cache_bytes(0);
+  const std::vector<float> fresh = step_after_prefill(o, 1003, 7);
+  EXPECT_EQ(arena_cache_held_bytes(), 0u) << "off by default: nothing is kept";
+
+  set_arena_cache_bytes(std::size_t{1} << 30);
+  step_after_prefill(o, 8000, 99);  // fills the arena with other values, then frees it
+  const std::size_t held = arena_cache_held_bytes();
+  EXPECT_GT(held, 0u) << "a freed arena is kept";
+  EXPECT_EQ(step_after_prefill(o, 1003, 7), fresh) << "on a recycled arena";
+  EXPECT_EQ(arena_cache_held_bytes(), held) << "taken, then given back";
+
+  SessionOptions f32 = o;
+  f32.shape.kv_dtype = DType::f32;
+  {
+    Session s(f32);
+    s.prefill_synthetic(s.add_request(), 1003, 7);
+    EXPECT_EQ(arena_cache_held_bytes(), 0u) << "bf16 arenas are not handed to an f32 pool";
+  }
+  EXPECT_GT(arena_cache_held_bytes(), 0u);
+  set_arena_cache_bytes(0);
+  EXPECT_EQ(arena_cache_held_bytes(), 0u) << "a limit of 0 gives everything back";
+}
+
 TEST(CpuSessionApi, RefusesBadShapesNamingTheValue) {
   auto with = [](auto edit) {
     SessionOptions o = base();
