@@ -27,7 +27,9 @@ void run(const CompareArgs& a) {
     std::cout << md;
   } else {
     write_file_atomically(a.out, md, "comparison report");
-    std::cout << tuner::compare_summary(c) << "\nwrote " << a.out << "\n";
+    std::cout << tuner::compare_summary(c) << "\n";
+    if (const std::string be = tuner::break_even_summary(c); !be.empty()) std::cout << be << "\n";
+    std::cout << "wrote " << a.out << "\n";
   }
   if (c.any_slower()) command_exit_code() = 1;
 }
@@ -43,6 +45,10 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-o,--output", a->out, "Write the markdown report here (default: stdout)");
   cmd->add_option("--threshold", a->options.threshold,
                   "Relative median change at or below which a point is SAME")
+      ->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--resolution", a->options.resolution,
+                  "Break-evens at most this far apart agree (else one must lie in the other's "
+                  "bracket)")
       ->check(CLI::Range(0.0, 0.99));
   cmd->add_option("--base-device", a->options.base_device,
                   "Device of BASE when it holds several: fingerprint digest or name glob");

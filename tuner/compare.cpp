@@ -9,6 +9,7 @@
 
 #include "kernels/error.h"
 #include "tuner/decide.h"
+#include "tuner/emit.h"
 #include "tuner/expr.h"
 #include "tuner/spec.h"
 #include "tuner/store_io.h"
@@ -235,14 +236,39 @@ void compare_ratios(const Side& b, const Side& n, double threshold, Comparison& 
     if (!bp.count(k)) c.only_new.push_back(one_sided(*q.mac));
 }
 
+// Every bucket's break-even of one side, decided afresh; none when nothing can be decided (a
+// database of MAC rows without their baselines).
+std::map<Bucket, BreakEven> break_evens_of(const db::Store& s, const CompareSide& side) {
+  std::map<Bucket, BreakEven> out;
+  const Selection sel = select_rows(s, side.device_digest, DeviceFingerprint{});
+  if (load_pairs(s, sel).pairs.empty()) return out;
+  for (const BucketDecision& d : decide_only(s, sel, DecideOptions{}).decisions)
+    out[d.bucket] = d.break_even;
+  return out;
+}
+
+bool inside(double x, const BreakEven& be) {
+  const double lo = be.lo.value_or(*be.hit_rate), hi = *be.hit_rate;
+  constexpr double eps = 1e-12;
+  return (be.lo_closed ? x >= lo - eps : x > lo + eps) && x <= hi + eps;
+}
+
 auto order_key(const auto& p) {
   return std::tie(p.bucket, p.instance, p.params, p.hit_rate, p.mac, p.variant, p.policy);
 }
 
 }  // namespace
 
+bool break_evens_agree(const BreakEven& a, const BreakEven& b, double resolution) {
+  if (!a.hit_rate || !b.hit_rate) return !a.hit_rate && !b.hit_rate && a.status == b.status;
+  return std::abs(*a.hit_rate - *b.hit_rate) <= resolution + 1e-12 || inside(*a.hit_rate, b) ||
+         inside(*b.hit_rate, a);
+}
+
 Comparison compare_stores(const db::Store& base, const db::Store& next, const CompareOptions& o) {
   MACTUNE_REQUIRE(o.threshold >= 0 && o.threshold < 1, "--threshold ", o.threshold,
+                  " must be in [0, 1)");
+  MACTUNE_REQUIRE(o.resolution >= 0 && o.resolution < 1, "--resolution ", o.resolution,
                   " must be in [0, 1)");
   const Side b = load_side(base, o.base_device, "--base-device");
   const Side n = load_side(next, o.new_device, "--new-device");
@@ -255,6 +281,14 @@ Comparison compare_stores(const db::Store& base, const db::Store& next, const Co
     compare_ratios(b, n, o.threshold, c);
   else
     compare_times(b, n, o.threshold, c);
+  c.resolution = o.resolution;
+  const auto base_be = break_evens_of(base, b.info), new_be = break_evens_of(next, n.info);
+  for (const auto& [bucket, be] : base_be) {
+    const auto it = new_be.find(bucket);
+    if (it == new_be.end()) continue;
+    c.break_evens.push_back(
+        {bucket, be, it->second, break_evens_agree(be, it->second, o.resolution)});
+  }
   for (const auto& [k, r] : b.failed) c.only_base.push_back(one_sided(*r));
   for (const auto& [k, r] : n.failed) c.only_new.push_back(one_sided(*r));
   const auto less = [](const auto& x, const auto& y) { return order_key(x) < order_key(y); };
@@ -271,6 +305,16 @@ std::string compare_summary(const Comparison& c) {
   o << ": " << c.count(Change::same) << " SAME, " << c.count(Change::faster) << " FASTER, "
     << c.count(Change::slower) << " SLOWER, " << c.count(Change::ambiguous) << " AMBIGUOUS; "
     << c.only_base.size() << " only in BASE, " << c.only_new.size() << " only in NEW";
+  return o.str();
+}
+
+std::string break_even_summary(const Comparison& c) {
+  if (c.break_evens.empty()) return "";
+  const auto agree = std::count_if(c.break_evens.begin(), c.break_evens.end(),
+                                   [](const ComparedBreakEven& b) { return b.agree; });
+  std::ostringstream o;
+  o << "break-even: " << c.break_evens.size() << " buckets in both, " << agree << " agree (within "
+    << format_number(c.resolution) << " or inside the other's bracket)";
   return o.str();
 }
 
@@ -360,7 +404,24 @@ std::string compare_markdown(const Comparison& c) {
   };
   list("Only in BASE", c.only_base);
   list("Only in NEW", c.only_new);
+  if (!c.break_evens.empty()) {
+    auto text = [](const BreakEven& be) {
+      if (!be.hit_rate) return be.status;
+      const std::string bracket = bracket_text(be);
+      return format_number(*be.hit_rate) +
+             (be.lo.value_or(*be.hit_rate) < *be.hit_rate ? " " + bracket : "");
+    };
+    o << "## Break-even\n\nEach database decided afresh from its own rows. Agree: within "
+      << format_number(c.resolution)
+      << " of each other, or one inside the other's bracket ((lo, hi]; [lo, hi] where the sides "
+         "tie at lo).\n\n| bucket | BASE | NEW | |\n|---|---|---|---|\n";
+    for (const ComparedBreakEven& b : c.break_evens)
+      o << "| " << bucket_title(b.bucket) << " | " << text(b.base) << " | " << text(b.next) << " | "
+        << (b.agree ? "agree" : "**differ**") << " |\n";
+    o << "\n";
+  }
   o << compare_summary(c) << "\n";
+  if (!c.break_evens.empty()) o << break_even_summary(c) << "\n";
   return o.str();
 }
 

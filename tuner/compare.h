@@ -31,6 +31,7 @@
 #include "db/store.h"
 #include "kernels/device.h"
 #include "kernels/time_stats.h"
+#include "tuner/decide.h"
 #include "tuner/grid.h"
 #include "tuner/stats.h"
 
@@ -46,7 +47,8 @@ Change classify_change(const TimeStats& base, const TimeStats& next, double thre
 TimeStats mac_over_full(const TimeStats& mac, const TimeStats& full);
 
 struct CompareOptions {
-  double threshold = 0.05;  // relative median change below which a point is SAME
+  double threshold = 0.05;   // relative median change below which a point is SAME
+  double resolution = 0.02;  // break-evens this close agree (decide.resolution's default)
   // Which device of each database: "auto" (its only device with measurements), a fingerprint
   // digest or a glob over device names.
   std::string base_device = "auto", new_device = "auto";
@@ -76,6 +78,18 @@ struct OneSidedPoint {
                        // even if the other side has it), empty otherwise
 };
 
+// One bucket's break-even in both databases, each decided afresh from its own rows (decide()
+// with its default options, as `mactune emit` does). They agree when both are found and lie
+// within the resolution of each other or one inside the other's bracket (tuner/decide.h:
+// closed at lo where the sides tie there), or when neither is found and the status is the
+// same: the reproducibility check of two runs of one spec, and what changed across builds.
+struct ComparedBreakEven {
+  Bucket bucket;
+  BreakEven base, next;
+  bool agree = false;
+};
+bool break_evens_agree(const BreakEven& a, const BreakEven& b, double resolution);
+
 struct CompareSide {
   std::string path;
   DeviceFingerprint device;
@@ -91,6 +105,8 @@ struct Comparison {
   double threshold = 0.05;
   std::vector<ComparedPoint> points;  // by bucket, then instance, params, hit rate
   std::vector<OneSidedPoint> only_base, only_new;
+  double resolution = 0.02;
+  std::vector<ComparedBreakEven> break_evens;  // buckets both databases decide, in order
 
   std::size_t count(Change c) const;
   bool any_slower() const { return count(Change::slower) > 0; }
@@ -102,7 +118,11 @@ Comparison compare_stores(const db::Store& base, const db::Store& next, const Co
 
 // "compare: 24 points: 20 SAME, 0 FASTER, 4 SLOWER, 0 AMBIGUOUS; 1 only in BASE, 0 only in NEW"
 std::string compare_summary(const Comparison& c);
-// The report: devices, rule, one table per bucket with ratios, the one-sided points, summary.
+// "break-even: 6 buckets in both, 5 agree (within 0.02 or inside the other's bracket)"; empty
+// when no bucket has a break-even on both sides.
+std::string break_even_summary(const Comparison& c);
+// The report: devices, rule, one table per bucket with ratios, the one-sided points, the
+// break-evens side by side, summary.
 std::string compare_markdown(const Comparison& c);
 
 }  // namespace mactune::tuner

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "tuner/expr.h"
 
 namespace mactune::tuner {
 
@@ -119,12 +120,19 @@ BreakEven break_even_of(std::vector<CurvePoint> curve) {
     be.status = "ok";
     be.hit_rate = curve[first_win].hit_rate;
     be.lo = first_win > 0 ? curve[first_win - 1].hit_rate : 0.0;
+    be.lo_closed = first_win == 0 || curve[first_win - 1].verdict == Verdict::tie;
   } else {
     const bool any_tie = std::any_of(curve.begin(), curve.end(),
                                      [](const CurvePoint& p) { return p.verdict == Verdict::tie; });
     be.status = any_tie || curve.empty() ? "ambiguous" : "never";
   }
   return be;
+}
+
+std::string bracket_text(const BreakEven& be) {
+  if (!be.hit_rate) return "";
+  const double lo = be.lo.value_or(*be.hit_rate);
+  return (be.lo_closed ? "[" : "(") + format_number(lo) + ", " + format_number(*be.hit_rate) + "]";
 }
 
 std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt) {

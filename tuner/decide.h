@@ -95,6 +95,9 @@ struct BreakEven {
   // is not clearly faster (0 when none was measured below): the break-even lies in
   // (lo, hit_rate]; [hit_rate, hit_rate] when MAC wins at hit rate 0.
   std::optional<double> lo;
+  // Whether the bracket includes lo: at lo the two sides could not be told apart (a tie, not
+  // clearly slower), so MAC may already pay off there and the break-even lies in [lo, hit_rate].
+  bool lo_closed = false;
   std::vector<CurvePoint> curve;  // sorted by hit rate
 };
 
@@ -118,6 +121,10 @@ struct DecideOptions {
 
 // Break-even from the verdicts of one config at its hit rates (any order).
 BreakEven break_even_of(std::vector<CurvePoint> curve);
+
+// "(0.5, 0.625]", "[0.78125, 1]" (closed at a tie), "[0, 0]" (MAC faster from hit rate 0);
+// empty when there is no break-even.
+std::string bracket_text(const BreakEven& be);
 
 // Decides every bucket that has measurements. Buckets come out sorted by Bucket order.
 std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt);

@@ -37,12 +37,11 @@ std::string x2(double v) {
   return o.str();
 }
 
-// "0.9 (0.5, 0.9]": the break-even and its bracket.
+// "0.9 (0.5, 0.9]", "1 [0.78125, 1]": the break-even and its bracket.
 std::string break_even_text(const BreakEven& be) {
   if (!be.hit_rate) return be.status;
   std::string t = format_number(*be.hit_rate);
-  if (be.lo && *be.lo < *be.hit_rate)
-    t += " (" + format_number(*be.lo) + ", " + format_number(*be.hit_rate) + "]";
+  if (be.lo && *be.lo < *be.hit_rate) t += " " + bracket_text(be);
   return t;
 }
 
@@ -183,7 +182,8 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
        "clearly faster (its q3 < the baseline's q1), ✗ clearly slower, ≈ too close to call. "
        "Break-even: the smallest hit rate from which MAC is clearly faster at every measured "
        "hit rate above it, with its bracket (lo, hi]: lo the highest measured hit rate below it "
-       "at which MAC is not clearly faster.\n\n";
+       "at which MAC is not clearly faster; [lo, hi] when the two could not be told apart at lo "
+       "(MAC may pay off there already).\n\n";
   for (const auto& [shape, ds] : by_shape(d.decisions)) {
     const auto hs = hit_rates(ds);
     o << "## " << shape << "\n\n";

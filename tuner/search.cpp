@@ -32,6 +32,7 @@ SearchStatus search_status(const BreakEven& be, double resolution, int units,
   if (be.status != "ok" || !be.hit_rate) return s;
   s.hi = *be.hit_rate;
   s.lo = be.lo.value_or(s.hi);
+  s.lo_closed = be.lo_closed;
   if (!(s.lo < s.hi)) return s;  // MAC clearly faster from hit rate 0
   const CurvePoint* at_lo = nullptr;
   for (const CurvePoint& p : be.curve)
@@ -137,7 +138,8 @@ std::string search_text(const SearchStatus& s) {
   std::ostringstream o;
   o << "search=" << search_stop_name(s.stop);
   if (s.stop != SearchStop::no_bracket)
-    o << " bracket=(" << format_number(s.lo) << ',' << format_number(s.hi) << ']';
+    o << " bracket=" << (s.lo_closed ? '[' : '(') << format_number(s.lo) << ','
+      << format_number(s.hi) << ']';
   if (s.next) o << " next=" << format_number(*s.next);
   return o.str();
 }

@@ -38,6 +38,7 @@ struct SearchStatus {
   SearchStop stop = SearchStop::no_bracket;
   std::optional<double> next;  // the hit rate to probe (stop == open)
   double lo = 0, hi = 0;       // the bracket (lo, hi] (stop != no_bracket)
+  bool lo_closed = false;      // [lo, hi]: the sides tie at lo (BreakEven::lo_closed)
 };
 
 // The state of one variant's search from its curve (every stored hit rate of the chosen MAC

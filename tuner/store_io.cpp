@@ -231,9 +231,10 @@ void store_decisions(db::Store& store, const Selection& sel,
     be.full_params = config_text(d.full.config);
     std::ostringstream notes;
     notes << "interval=iqr;";
-    if (d.break_even.hit_rate && d.break_even.lo)  // the bracket (lo, hi]: emit uses hi
-      notes << " bracket=(" << format_number(*d.break_even.lo) << ','
-            << format_number(*d.break_even.hit_rate) << "];";
+    if (d.break_even.hit_rate && d.break_even.lo)  // (lo, hi] or [lo, hi]: emit uses hi
+      notes << " bracket=" << (d.break_even.lo_closed ? '[' : '(')
+            << format_number(*d.break_even.lo) << ',' << format_number(*d.break_even.hit_rate)
+            << "];";
     for (const auto& [variant, v] : d.by_variant)
       notes << ' ' << variant << " [" << v.status << "] " << curve_text(v) << ';';
     be.notes = notes.str();

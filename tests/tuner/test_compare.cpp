@@ -108,6 +108,50 @@ TEST(CompareStores, ADatabaseAgainstItselfIsAllSame) {
             "in NEW");
 }
 
+BreakEven found(double lo, double hi, bool closed) {
+  BreakEven be;
+  be.status = "ok";
+  be.hit_rate = hi;
+  be.lo = lo;
+  be.lo_closed = closed;
+  return be;
+}
+
+TEST(CompareBreakEven, AgreeWithinTheResolutionOrInsideTheOtherBracket) {
+  // Within the resolution, whatever the brackets.
+  EXPECT_TRUE(break_evens_agree(found(0.6, 0.62, false), found(0.62, 0.64, false), 0.02));
+  EXPECT_FALSE(break_evens_agree(found(0.6, 0.62, false), found(0.62, 0.65, false), 0.02));
+  // One inside the other's bracket: (lo, hi] excludes lo, [lo, hi] (a tie at lo) includes it.
+  EXPECT_TRUE(break_evens_agree(found(0.5, 0.9, false), found(0.5, 0.625, false), 0.02));
+  EXPECT_FALSE(break_evens_agree(found(0.78125, 1, false), found(0.65625, 0.78125, false), 0.02));
+  EXPECT_TRUE(break_evens_agree(found(0.78125, 1, true), found(0.65625, 0.78125, false), 0.02));
+  // Not found: agree only on the same status.
+  BreakEven never, ambiguous;
+  never.status = "never";
+  ambiguous.status = "ambiguous";
+  EXPECT_TRUE(break_evens_agree(never, never, 0.02));
+  EXPECT_FALSE(break_evens_agree(never, ambiguous, 0.02));
+  EXPECT_FALSE(break_evens_agree(found(0, 1, false), never, 0.02));
+}
+
+TEST(CompareStores, BreakEvensSideBySide) {
+  Db a("a.db"), b("b.db", db::testing::test_device(), "def");
+  a.fill(1e-3);  // MAC 1 ms against 2 at hit 0 (faster), 2 against 2 at hit 1: ambiguous
+  b.fill(3e-3);  // MAC 3 and 6 ms against 2: never
+  const Comparison self = compare_stores(a.store, a.store, {});
+  ASSERT_EQ(self.break_evens.size(), 1u);
+  EXPECT_EQ(self.break_evens[0].base.status, "ambiguous");
+  EXPECT_TRUE(self.break_evens[0].agree);
+  EXPECT_EQ(break_even_summary(self),
+            "break-even: 1 buckets in both, 1 agree (within 0.02 or inside the other's bracket)");
+  const Comparison c = compare_stores(a.store, b.store, {});
+  ASSERT_EQ(c.break_evens.size(), 1u);
+  EXPECT_EQ(c.break_evens[0].next.status, "never");
+  EXPECT_FALSE(c.break_evens[0].agree);
+  const std::string md = compare_markdown(c);
+  EXPECT_NE(md.find("| ambiguous | never | **differ** |"), std::string::npos) << md;
+}
+
 TEST(CompareStores, SlowerExactlyWhereTheNewBuildIsSlower) {
   Db a("a.db"), b("b.db", db::testing::test_device(), "def");
   a.fill(1e-3);

@@ -58,6 +58,7 @@ TEST(CompareCli, ADatabaseAgainstItselfIsAllSameExit0) {
   const auto rows = rows_of(r.out);
   EXPECT_EQ(rows.size(), 16u) << r.out;
   for (const auto& [what, verdict] : rows) EXPECT_EQ(verdict, "SAME") << what;
+  EXPECT_NE(r.out.find("break-even: 2 buckets in both, 2 agree"), std::string::npos) << r.out;
 }
 
 TEST(CompareCli, OneSlowedKernelIsSlowerExactlyThereExit1) {

@@ -72,6 +72,20 @@ TEST(TunerDecide, BreakEvenIsTheStartOfTheWinningSuffix) {
   EXPECT_DOUBLE_EQ(*be.hit_rate, 0.9);
   ASSERT_EQ(be.curve.size(), 4u);
   EXPECT_DOUBLE_EQ(be.curve[0].hit_rate, 0.0);
+  // The sides tie at 0.5: MAC may pay off there already, so the bracket includes it.
+  EXPECT_DOUBLE_EQ(be.lo.value_or(-1), 0.5);
+  EXPECT_TRUE(be.lo_closed);
+  EXPECT_EQ(bracket_text(be), "[0.5, 0.9]");
+}
+
+TEST(TunerDecide, BracketIsOpenWhereMacIsClearlySlower) {
+  const BreakEven slower = break_even_of(
+      {{0.0, 0.9, Verdict::slower}, {0.5, 0.95, Verdict::slower}, {0.9, 3, Verdict::faster}});
+  EXPECT_FALSE(slower.lo_closed);
+  EXPECT_EQ(bracket_text(slower), "(0.5, 0.9]");
+  const BreakEven from_zero = break_even_of({{0.0, 1.2, Verdict::faster}, {1, 9, Verdict::faster}});
+  EXPECT_EQ(bracket_text(from_zero), "[0, 0]");
+  EXPECT_EQ(bracket_text(break_even_of({{0.0, 0.5, Verdict::slower}})), "") << "never";
 }
 
 TEST(TunerDecide, NonMonotoneWinsCountOnlyFromTheTop) {

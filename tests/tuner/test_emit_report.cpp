@@ -151,11 +151,11 @@ TEST_F(EmitFixture, ReportWritesMarkdownAndPlots) {
   EXPECT_NE(svg.find("stroke-dasharray"), std::string::npos) << "the 1x line";
   EXPECT_NE(summary_table(d.decisions).find("| hd128_q32_kv8_bf16_p16_b8_c4096 |"),
             std::string::npos);
-  // The break-even plot: the brackets as bands (64K: (0, 0.5]; 4K batch 1: (0.5, 1]), the
+  // The break-even plot: the brackets as bands (64K: (0, 0.5]; 4K batch 1: [0.5, 1]), the
   // model's prediction dashed, in its batch's colour; the bracket in the table; the model's
   // section with its held-out error.
   EXPECT_NE(md.find("| 0.5 (0, 0.5] |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 1 (0.5, 1] |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 1 [0.5, 1] |"), std::string::npos) << md << "a tie at 0.5: closed there";
   EXPECT_NE(md.find("## Cost model"), std::string::npos);
   EXPECT_NE(md.find("| held out | points | median |"), std::string::npos);
   const std::string be = testing::read_file(dir_.file("rep/breakeven_hd128_q32_kv8_bf16_p16.svg"));

@@ -66,12 +66,13 @@ TEST(BreakEvenSearch, ConvergesToTheKnownCrossingWithinTheResolution) {
 }
 
 TEST(BreakEvenSearch, StopsWhereTheSidesTie) {
-  // Ties over [0.25, 0.35]: the first probe, 0.25, ties; the bracket is (0.25, 0.5].
+  // Ties over [0.25, 0.35]: the first probe, 0.25, ties; the bracket is [0.25, 0.5].
   const Outcome o = run({0.3, 0.05}, 0.02, 4096);
   EXPECT_EQ(o.status.stop, SearchStop::tie);
   EXPECT_EQ(o.probes, 1);
   EXPECT_NEAR(o.status.lo, 0.25, 1e-3);
   EXPECT_DOUBLE_EQ(o.status.hi, 0.5);
+  EXPECT_TRUE(o.status.lo_closed) << "they tie at 0.25: the bracket is [0.25, 0.5]";
   // A tie at a grid rate is probed past: grid 0.5 ties (crossing 0.52, band 0.03).
   const Outcome g = run({0.52, 0.03}, 0.02, 4096);
   EXPECT_GE(g.probes, 1);
