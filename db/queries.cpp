@@ -22,7 +22,7 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
       " m.throttled_samples, m.notes, m.started_at, m.finished_at,"
       " i.name, i.backend, i.family, i.config, w.context, w.extra, " +
       detail::field_columns<Problem>("w") + ", " + detail::field_columns<ForcedHits>("w") + ", " +
-      detail::field_columns<MacParams>("w") + ", m.partial" +
+      detail::field_columns<MacParams>("w") + ", m.partial, m.samples_s" +
       " FROM measurements m JOIN instances i ON i.id = m.instance_id"
       " JOIN workloads w ON w.id = m.workload_id WHERE m.device_id = ?1";
   if (f.build_id) sql += " AND m.build_id = ?2";
@@ -75,6 +75,7 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
     col = detail::read_fields(s, col, w.forced);
     col = detail::read_fields(s, col, w.mac);
     m.partial = s.int64(col) != 0;
+    if (!s.is_null(col + 1)) m.samples = parse_samples_text(s.text(col + 1));
     rows.push_back(std::move(r));
   }
   return rows;

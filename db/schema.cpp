@@ -312,6 +312,8 @@ const std::vector<Migration>& builtin_migrations() {
              "ALTER TABLE measurements ADD COLUMN partial INTEGER NOT NULL DEFAULT 0"
              " CHECK (partial IN (0, 1))");
        }},
+      {5, "measurements.samples_s: every kept sample of a row, in the order it was taken",
+       [](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN samples_s TEXT"); }},
   };
   return m;
 }

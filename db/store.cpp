@@ -82,6 +82,10 @@ void check_stats(const Measurement& m) {
       s.min_s <= s.q1_s && s.q1_s <= s.median_s && s.median_s <= s.q3_s && s.q3_s <= s.max_s,
       "measurement stats out of order: min ", s.min_s, " q1 ", s.q1_s, " median ", s.median_s,
       " q3 ", s.q3_s, " max ", s.max_s);
+  MACTUNE_CHECK(m.samples.empty() || static_cast<int>(m.samples.size()) == s.samples,
+                "a measurement of ", s.samples, " samples lists ", m.samples.size());
+  for (double v : m.samples)
+    MACTUNE_CHECK(std::isfinite(v) && v >= 0, "sample times must be finite and >= 0");
 }
 
 }  // namespace
@@ -113,6 +117,45 @@ std::string format_double(double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
+}
+
+std::string samples_text(std::span<const double> samples) {
+  std::string out = "[";
+  for (double v : samples) {
+    if (out.size() > 1) out += ',';
+    out += format_double(v);
+  }
+  return out + "]";
+}
+
+std::vector<double> parse_samples_text(std::string_view text) {
+  std::vector<double> out;
+  const auto bad = [&] {
+    input_error("measurements.samples_s: '", text.substr(0, 60),
+                "' is not a JSON array of numbers");
+  };
+  std::size_t i = 0;
+  const auto skip = [&] {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\n')) ++i;
+  };
+  skip();
+  if (i >= text.size() || text[i++] != '[') bad();
+  skip();
+  if (i < text.size() && text[i] == ']') return out;
+  for (;;) {
+    skip();
+    double v = 0;
+    const auto r = std::from_chars(text.data() + i, text.data() + text.size(), v);
+    if (r.ec != std::errc{}) bad();
+    out.push_back(v);
+    i = static_cast<std::size_t>(r.ptr - text.data());
+    skip();
+    if (i >= text.size()) bad();
+    if (text[i] == ']') break;
+    if (text[i++] != ',') bad();
+  }
+  if (++i != text.size()) bad();
+  return out;
 }
 
 std::string Workload::key() const {
@@ -458,8 +501,8 @@ RecordOutcome Store::record_locked(const Measurement& m) {
       "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
       " cold, run_id, status, error, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples,"
       " rel_noise, stop_reason, modeled_bytes, clock_mhz, throttled_samples, notes, started_at,"
-      " finished_at, partial) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13,"
-      " ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)");
+      " finished_at, partial, samples_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
+      " ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)");
   bind_point(ins, p);
   ins.bind_id(8, m.run_id).bind(9, name_of(m.status)).bind(10, m.error);
   const TimeStats& s = m.stats;
@@ -476,6 +519,10 @@ RecordOutcome Store::record_locked(const Measurement& m) {
   ins.bind(24, m.started_at.empty() ? now : m.started_at);
   ins.bind(25, m.finished_at.empty() ? now : m.finished_at);
   ins.bind(26, m.partial ? 1 : 0);
+  if (ok && !m.samples.empty())
+    ins.bind(27, samples_text(m.samples));
+  else
+    ins.bind_null(27);
   ins.run();
   if (replaces_partial) return RecordOutcome::replaced_partial;
   return existing ? RecordOutcome::replaced_failure : RecordOutcome::inserted;

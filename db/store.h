@@ -28,6 +28,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/schema.h"
@@ -127,6 +128,11 @@ struct Measurement {
   // A search (`search: halving`) dropped this config after brief samples: the row is kept (it
   // was measured) but the decisions skip it, and a complete measurement replaces it.
   bool partial = false;
+  // Every kept sample (seconds), in the order taken: measure_group interleaves its cases
+  // round by round, so sample k of two rows of one group was taken in the same round. What
+  // `tune --replay` replays a search over. Empty for failed rows and rows stored before
+  // schema v5 (stored as NULL); when set, stats summarizes exactly these.
+  std::vector<double> samples{};
   std::string started_at{};   // ISO 8601 UTC; now_utc() when empty
   std::string finished_at{};  // ISO 8601 UTC; now_utc() when empty
 };
@@ -344,5 +350,9 @@ std::string now_utc();
 std::string fnv1a_hex(std::string_view bytes);
 // Shortest text that reads back as the same double ("0.9", "1e-06").
 std::string format_double(double v);
+// measurements.samples_s: "[1.25e-05,1.3e-05]" (a JSON array of seconds, each shortest
+// round-trip), and back; InputError naming the text when it is not such an array.
+std::string samples_text(std::span<const double> samples);
+std::vector<double> parse_samples_text(std::string_view text);
 
 }  // namespace mactune::db
