@@ -33,7 +33,10 @@ std::uint64_t point_seed(const Spec& spec, const TunePoint& p) {
 // The baseline case of a point: one per shape, launch config and full instance (shared by its
 // hit rates and MAC settings, and kept alive across consecutive groups that use it).
 std::string full_key(const Backend& backend, const TunePoint& p) {
-  return bucket_of(p).key() + "|" + p.launch_text() + "|" + backend.instance_names(p).second;
+  return full_key(p, backend.instance_names(p).second);
+}
+std::string full_key(const TunePoint& p, const std::string& full_instance) {
+  return bucket_of(p).key() + "|" + p.launch_text() + "|" + full_instance;
 }
 
 // The points measured interleaved in bucket mode: one bucket at one forced-hit workload.
@@ -207,6 +210,7 @@ class Sweeper {
       const std::string notes = group_notes(backend_, r, cases.size());
       for (auto [m, side] : {std::pair{&mm, &mac}, std::pair{&mf, &full}}) {
         m->stats = side->time;
+        m->samples = side->samples;
         m->stop_reason = std::string(name_of(side->stop));
         m->modeled_bytes = static_cast<double>(side->stats.modeled_bytes());
         m->clock_mhz = r.clock.mhz;

@@ -23,6 +23,7 @@ std::string ms(double seconds);  // "0.123 ms"
 std::uint64_t point_seed(const Spec& spec, const TunePoint& p);
 // The baseline case of a point: one per shape, launch config and full instance.
 std::string full_key(const Backend& backend, const TunePoint& p);
+std::string full_key(const TunePoint& p, const std::string& full_instance);
 // The points measured interleaved in bucket mode: one bucket at one forced-hit workload.
 std::string group_key(const TunePoint& p);
 // A measurement row of a point, started at `started`, finished now.
