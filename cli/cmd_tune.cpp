@@ -10,6 +10,7 @@
 #include "tuner/grid.h"
 #include "tuner/measure.h"
 #include "tuner/plan.h"
+#include "tuner/replay.h"
 #include "tuner/sweep.h"
 #include "tuner/tune.h"
 
@@ -27,7 +28,7 @@ extern "C" void mactune_tune_on_signal(int sig) {
 
 struct TuneArgs {
   tuner::TuneOptions opt;
-  std::string shard;
+  std::string shard, replay;
   bool no_emit = false, no_report = false, quiet = false, dry_run = false, check = false;
 };
 
@@ -81,7 +82,25 @@ void dry_run(const TuneArgs& a) {
   }
 }
 
+// `--replay EXHAUSTIVE.db`: the halving search replayed over an exhaustive sweep's stored
+// samples (tuner/replay.h); measures nothing, writes nothing.
+void replay(const TuneArgs& a) {
+  if (a.dry_run || !a.shard.empty() || !a.opt.db_path.empty() || !a.opt.dispatch_path.empty() ||
+      !a.opt.header_path.empty() || !a.opt.report_dir.empty())
+    input_error(
+        "--replay measures and writes nothing: it takes no --dry-run, --shard, --db, "
+        "--dispatch, --header or --report");
+  tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
+  if (!a.opt.search.empty())
+    plan.spec.search.strategy = parse_enum<tuner::SearchStrategy>(a.opt.search);
+  if (plan.spec.search.strategy != tuner::SearchStrategy::halving)
+    input_error("--replay replays search: halving, and ", a.opt.spec_path,
+                " searches exhaustively: add --search halving");
+  std::cout << tuner::replay_report(tuner::replay_halving(plan, a.replay));
+}
+
 void run(TuneArgs& a) {
+  if (!a.replay.empty()) return replay(a);
   if (!a.shard.empty()) a.opt.shard = tuner::parse_shard(a.shard);
   if (a.check && !a.dry_run) input_error("--check needs --dry-run: it checks what is stored");
   if (a.dry_run) return dry_run(a);
@@ -144,6 +163,9 @@ void add_tune(CLI::App& app) {
   cmd->add_option("--search", args->opt.search,
                   "exhaustive or halving (default: the spec's search, docs/spec.md)")
       ->check(CLI::IsMember({"exhaustive", "halving"}));
+  cmd->add_option("--replay", args->replay,
+                  "Replay the halving search over the samples an exhaustive sweep of this spec "
+                  "stored in this database, and compare their picks; measures nothing");
   cmd->add_flag("--dry-run", args->dry_run,
                 "List the points, what is stored and the time left; measure nothing (needs no "
                 "device: works for a GPU spec on a login node)");
