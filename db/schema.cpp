@@ -291,6 +291,28 @@ UPDATE break_even SET
   mac_params = replace(replace(mac_params, ',summary=', ',summary_dtype='), ',eps=', ',accept_eps=');
 )sql";
 
+// Version 6. measurements_view with `partial` (v4), so that `db export` tells a dropped
+// config's row from a complete one. A view cannot be altered: it is created again, as v1's
+// with the column added after notes (and created if a file has lost it).
+constexpr const char* kSchemaV6 = R"sql(
+DROP VIEW IF EXISTS measurements_view;
+CREATE VIEW measurements_view AS
+SELECT m.id, d.digest AS device, d.backend, d.name AS device_name, d.arch, d.threads,
+       b.git_revision, b.compiler, i.name AS instance, i.family, m.params,
+       w.batch, w.context, w.q_heads, w.kv_heads, w.head_dim, w.kv_dtype, w.page_size,
+       w.hit_rate, w.lag, w.coherence, w.ring_capacity, w.band, w.tau, w.pick, w.extra,
+       m.policy, m.cold, m.status, m.error, m.median_s, m.q1_s, m.q3_s, m.min_s, m.max_s,
+       m.mean_s, m.samples, m.rel_noise, m.stop_reason, m.modeled_bytes, m.clock_mhz,
+       m.throttled_samples, m.notes, m.partial, r.run_key, r.shard_index, r.shard_count,
+       m.started_at, m.finished_at
+FROM measurements m
+JOIN devices d ON d.id = m.device_id
+JOIN builds b ON b.id = m.build_id
+JOIN instances i ON i.id = m.instance_id
+JOIN workloads w ON w.id = m.workload_id
+LEFT JOIN runs r ON r.id = m.run_id;
+)sql";
+
 void begin_schema_version_table(Connection& c) {
   c.exec(
       "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -314,6 +336,7 @@ const std::vector<Migration>& builtin_migrations() {
        }},
       {5, "measurements.samples_s: every kept sample of a row, in the order it was taken",
        [](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN samples_s TEXT"); }},
+      {6, "measurements_view shows partial", [](Connection& c) { c.exec(kSchemaV6); }},
   };
   return m;
 }

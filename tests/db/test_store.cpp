@@ -258,6 +258,27 @@ TEST(Store_Measurement, V4DatabaseMigratesWithoutSamples) {
   EXPECT_EQ(rows[0].m.stats.samples, 5);
 }
 
+// measurements_view (what `db export` writes) says which rows are partial (v6), also in a
+// file that was created before it.
+TEST(Store_Measurement, ExportViewShowsPartial) {
+  TempDir dir;
+  const std::vector<Migration> v5 = migrations_up_to(5);
+  {
+    Store old = Store::open(dir.file("a.db"), {.migrations = &v5});
+    const Keys k = add_keys(old);
+    Measurement p = ok_point(k, k.mac, k.w0, 1e-3);
+    p.partial = true;
+    old.record_measurement(p);
+    old.record_measurement(ok_point(k, k.full, k.w0, 2e-3));
+  }
+  Store s = Store::open(dir.file("a.db"));
+  EXPECT_EQ(s.connection().scalar_int(
+                "SELECT COUNT(*) FROM measurements_view WHERE partial = 1 AND family = 'mac'"),
+            1);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements_view WHERE partial = 0"),
+            1);
+}
+
 TEST(Store_Measurement, EveryPointKeyFieldIsIdentity) {
   TempDir dir;
   Store s = Store::open(dir.file("a.db"));
