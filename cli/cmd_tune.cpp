@@ -36,7 +36,9 @@ struct TuneArgs {
 // nothing is measured, created or written. Needs no device: it plans for the spec's device,
 // which a login node lacks (tuner/plan.h). `--check` fails when a point is not stored.
 void dry_run(const TuneArgs& a) {
-  const tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
+  tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
+  if (!a.opt.search.empty())
+    plan.spec.search.strategy = parse_enum<tuner::SearchStrategy>(a.opt.search);
   const std::string db_path = a.opt.db_path.empty() ? plan.spec.output.db : a.opt.db_path;
   const tuner::StoredPoints stored = tuner::stored_points(plan, db_path);
   const tuner::PointTimes times = tuner::point_times(plan, {db_path});
@@ -71,6 +73,16 @@ void dry_run(const TuneArgs& a) {
                                             (stored.note.empty() ? "" : "; " + stored.note))
             << '\n';
   std::cout << "time      " << tuner::describe_time(e, plan) << '\n';
+  // The estimate is the exhaustive sweep's; halving builds every case as exhaustive does but
+  // samples fewer, by an amount only a measurement (or a replay) tells.
+  if (plan.spec.search.strategy == tuner::SearchStrategy::halving)
+    std::cout << "search    halving (brief rounds of " << plan.spec.search.first_samples << ", "
+              << 2 * plan.spec.search.first_samples
+              << ", ... samples): the time above is exhaustive's, a bound; halving samples less "
+                 "and builds as much (tune --replay over an exhaustive database says how much "
+                 "less)\n";
+  else
+    std::cout << "search    exhaustive\n";
   if (a.check && !missing.empty()) {
     std::string list;
     for (std::size_t k = 0; k < missing.size() && k < 10; ++k)

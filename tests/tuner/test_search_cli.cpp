@@ -89,6 +89,21 @@ TEST(SearchCli, HalvingStoresEveryPointMarksDroppedOnesPartialAndNeverPicksThem)
   EXPECT_EQ(scalar(db, "SELECT COUNT(*) FROM measurements"), 32);
 }
 
+// The dry run says which search runs and that its estimate is exhaustive's, a bound.
+TEST(SearchCli, DryRunNamesTheSearch) {
+  TempDir dir;
+  dir.write("h.yaml", halving_spec("h"));
+  auto r = run_mactune(dir, {"tune", "h.yaml", "--dry-run", "-q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("search    halving (brief rounds of 2, 4, ... samples): the time above is "
+                       "exhaustive's, a bound"),
+            std::string::npos)
+      << r.out;
+  r = run_mactune(dir, {"tune", "h.yaml", "--dry-run", "-q", "--search", "exhaustive"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("search    exhaustive\n"), std::string::npos) << r.out;
+}
+
 TEST(SearchCli, BadSearchIsOneLineExit2) {
   TempDir dir;
   dir.write("b.yaml", tiny_spec("b") + "search: annealing\n");
