@@ -248,6 +248,9 @@ ReplayResult replay_halving(const SweepPlan& plan, const std::string& db_path) {
     rb.exhaustive_mac = de[0].mac;
     rb.exhaustive_full = de[0].full;
     rb.mac = agreement_of(rb.halving_mac, rb.exhaustive_mac);
+    for (const Choice& c : de[0].mac_candidates)
+      if (same_config(c.config, rb.halving_mac.config) && rb.exhaustive_mac.score > 0)
+        rb.mac_cost = c.score / rb.exhaustive_mac.score - 1;
     rb.full = agreement_of(rb.halving_full, rb.exhaustive_full);
     out.mac_agree += rb.mac != PickAgreement::differs;
     out.full_agree += rb.full != PickAgreement::differs;
@@ -264,10 +267,9 @@ std::string replay_report(const ReplayResult& r) {
   o << "# halving replayed over " << r.db_path << "\n\n"
     << "device " << r.device << "; the samples of an exhaustive sweep, taken in their stored "
     << "order; sampling time = samples taken + warm-up runs (each at its case's median)\n\n"
-    << "| bucket | configs | rounds (MAC configs) | halving's MAC pick | exhaustive's MAC pick | "
-       "MAC "
-       "| full | sampling halving / exhaustive |\n"
-    << "|---|---:|---|---|---|---|---|---:|\n";
+    << "| bucket | configs | rounds (MAC configs) | halving's MAC pick | exhaustive's MAC pick "
+       "| MAC | halving's pick by exhaustive's rows | full | sampling halving / exhaustive |\n"
+    << "|---|---:|---|---|---|---|---:|---|---:|\n";
   for (const ReplayBucket& b : r.buckets) {
     std::string rounds;
     for (const HalvingRoundTrace& t : b.rounds)
@@ -277,9 +279,10 @@ std::string replay_report(const ReplayResult& r) {
                      : " final");
     o << "| " << b.bucket << " | " << b.configs << " | " << rounds << " | "
       << config_label(b.halving_mac) << " | " << config_label(b.exhaustive_mac) << " | "
-      << name_of(b.mac) << " | " << name_of(b.full) << " | " << std::fixed << std::setprecision(3)
-      << b.halving.seconds << " / " << b.exhaustive.seconds << " s (" << std::setprecision(0)
-      << percent(b.halving.seconds, b.exhaustive.seconds) << "%) |\n";
+      << name_of(b.mac) << " | " << std::showpos << std::fixed << std::setprecision(1)
+      << 100 * b.mac_cost << std::noshowpos << "% | " << name_of(b.full) << " | "
+      << std::setprecision(3) << b.halving.seconds << " / " << b.exhaustive.seconds << " s ("
+      << std::setprecision(0) << percent(b.halving.seconds, b.exhaustive.seconds) << "%) |\n";
   }
   const std::size_t n = r.buckets.size();
   o << "\nreplay: " << n << " buckets: MAC picks agree in " << r.mac_agree << " of " << n
@@ -288,6 +291,13 @@ std::string replay_report(const ReplayResult& r) {
     << r.exhaustive.seconds << " s = " << std::setprecision(1)
     << percent(r.halving.seconds, r.exhaustive.seconds) << "% (" << r.halving.samples << " of "
     << r.exhaustive.samples << " samples)\n";
+  double worst = 0, mean = 0;
+  for (const ReplayBucket& b : r.buckets) {
+    worst = std::max(worst, b.mac_cost);
+    mean += b.mac_cost / static_cast<double>(std::max<std::size_t>(n, 1));
+  }
+  o << "halving's MAC picks cost " << std::setprecision(1) << 100 * mean << "% on average, "
+    << 100 * worst << "% at most, by exhaustive's rows (score over the best score)\n";
   // Where the stored samples did not reach: the replay is faithful only up to them.
   if (r.halving.short_cases)
     o << "short: halving ran past the stored samples of " << r.halving.short_cases << " cases ("

@@ -65,6 +65,9 @@ struct ReplayBucket {
   // stored rows themselves when the database was measured by this spec).
   Choice halving_mac, exhaustive_mac, halving_full, exhaustive_full;
   PickAgreement mac = PickAgreement::differs, full = PickAgreement::differs;
+  // What halving's MAC pick costs by exhaustive's rows: its score there over the best score,
+  // minus 1 (0 when it is exhaustive's pick; its score is a geometric mean of time / best time).
+  double mac_cost = 0;
   std::vector<HalvingRoundTrace> rounds;
   std::size_t configs = 0;       // MAC configs of the bucket
   std::size_t partial_rows = 0;  // rows the search would store partial
