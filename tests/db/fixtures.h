@@ -83,6 +83,40 @@ inline TimeStats test_stats(double median_s) {
   return s;
 }
 
+// The keys of a small store: one device and build, a MAC and a full instance, two workloads.
+struct Keys {
+  Id device, build, mac, full, w0, w1;
+};
+
+inline Keys add_keys(Store& s) {
+  return {s.upsert_device(test_device()),
+          s.upsert_build(test_build()),
+          s.upsert_instance(test_instance("mac")),
+          s.upsert_instance(test_instance("full")),
+          s.upsert_workload(test_workload(4, 32768, 0.9)),
+          s.upsert_workload(test_workload(4, 32768, 0.95))};
+}
+
+// An ok measurement of `instance` at `workload`.
+inline Measurement ok_point(const Keys& k, Id instance, Id workload, double median_s) {
+  Measurement m;
+  m.point = {k.device, k.build, instance, "chunk=256,threads=2", workload, "cpu-wall", true};
+  m.stats = test_stats(median_s);
+  m.stop_reason = "noise";
+  m.modeled_bytes = 1.5e9;
+  m.clock_mhz = 3000.0;
+  m.notes = "governor=performance";
+  return m;
+}
+
+// The builtin migrations up to `version`: a database as an older build wrote it.
+inline std::vector<Migration> migrations_up_to(int version) {
+  std::vector<Migration> out;
+  for (const Migration& m : builtin_migrations())
+    if (m.version <= version) out.push_back(m);
+  return out;
+}
+
 // Runs `f` in a child process without the right to write the test's files: as `nobody` when
 // the tests run as root (root ignores permission bits). Returns the child's exit code: 90 when
 // it could not drop its rights, 92 when `f` threw (the message on stderr), 93 when it died.

@@ -7,44 +7,15 @@
 namespace mactune::db {
 namespace {
 
+using testing::add_keys;
+using testing::Keys;
+using testing::ok_point;
 using testing::TempDir;
 using testing::test_build;
 using testing::test_device;
 using testing::test_instance;
 using testing::test_stats;
 using testing::test_workload;
-
-struct Keys {
-  Id device, build, mac, full, w0, w1;
-};
-
-Keys add_keys(Store& s) {
-  return {s.upsert_device(test_device()),
-          s.upsert_build(test_build()),
-          s.upsert_instance(test_instance("mac")),
-          s.upsert_instance(test_instance("full")),
-          s.upsert_workload(test_workload(4, 32768, 0.9)),
-          s.upsert_workload(test_workload(4, 32768, 0.95))};
-}
-
-// The builtin migrations up to `version`: a database as an older build wrote it.
-std::vector<Migration> migrations_up_to(int version) {
-  std::vector<Migration> out;
-  for (const Migration& m : builtin_migrations())
-    if (m.version <= version) out.push_back(m);
-  return out;
-}
-
-Measurement ok_point(const Keys& k, Id instance, Id workload, double median_s) {
-  Measurement m;
-  m.point = {k.device, k.build, instance, "chunk=256,threads=2", workload, "cpu-wall", true};
-  m.stats = test_stats(median_s);
-  m.stop_reason = "noise";
-  m.modeled_bytes = 1.5e9;
-  m.clock_mhz = 3000.0;
-  m.notes = "governor=performance";
-  return m;
-}
 
 TEST(Store_Open, CreatesLatestSchemaWithWalAndForeignKeys) {
   TempDir dir;
@@ -170,113 +141,6 @@ TEST(Store_Measurement, CompleteResultReplacesPartial) {
   EXPECT_EQ(rows[0].m.stats.median_s, 2e-3);
   EXPECT_EQ(s.record_measurement(p), RecordOutcome::kept_existing);
   EXPECT_FALSE(s.point_partial(p.point));
-}
-
-// A database written before the partial flag (schema v3) migrates: its rows are complete.
-TEST(Store_Measurement, OlderDatabaseMigratesWithCompleteRows) {
-  TempDir dir;
-  const std::vector<Migration> v3 = migrations_up_to(3);
-  Measurement m;
-  {
-    Store old = Store::open(dir.file("a.db"), {.migrations = &v3});
-    EXPECT_EQ(old.schema_version(), 3);
-    const Keys k = add_keys(old);
-    m = ok_point(k, k.mac, k.w0, 1e-3);
-    old.connection().exec(
-        "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
-        " cold, status, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples, started_at,"
-        " finished_at) VALUES (" +
-        std::to_string(m.point.device_id) + ", " + std::to_string(m.point.build_id) + ", " +
-        std::to_string(m.point.instance_id) + ", '" + m.point.params + "', " +
-        std::to_string(m.point.workload_id) + ", '" + m.point.policy +
-        "', 1, 'ok', 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5, 'x', 'y')");
-  }
-  Store s = Store::open(dir.file("a.db"));
-  EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));
-  EXPECT_TRUE(s.has_measurement(m.point));
-  EXPECT_FALSE(s.point_partial(m.point));
-  const auto rows = s.measurements({.device_id = m.point.device_id});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_FALSE(rows[0].m.partial);
-}
-
-// Every kept sample is stored in the order taken (schema v5) and read back exactly; a row
-// stored without them (a failed row, or one from before v5) reads back none.
-TEST(Store_Measurement, SamplesRoundTripInOrder) {
-  TempDir dir;
-  Store s = Store::open(dir.file("a.db"));
-  const Keys k = add_keys(s);
-  Measurement a = ok_point(k, k.mac, k.w0, 1e-3);
-  a.samples = {1.25e-3, 0.1 + 0.2, 9.999999e-4, 1e-3, 1.0000000000000002e-3};
-  a.stats.samples = 5;
-  s.record_measurement(a);
-  s.record_measurement(ok_point(k, k.full, k.w0, 2e-3));
-  auto rows = s.measurements({.device_id = k.device, .family = "mac"});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_EQ(rows[0].m.samples, a.samples);
-  rows = s.measurements({.device_id = k.device, .family = "full"});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_TRUE(rows[0].m.samples.empty());
-  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements WHERE samples_s IS NULL"),
-            1);
-  // A list that disagrees with the summary's count is refused.
-  Measurement b = ok_point(k, k.mac, k.w1, 1e-3);
-  b.samples = {1e-3, 2e-3};
-  EXPECT_THROW(s.record_measurement(b), Error);
-  EXPECT_EQ(samples_text(std::vector<double>{0.00125, 0.5}), "[0.00125,0.5]");
-  EXPECT_EQ(parse_samples_text(samples_text(a.samples)), a.samples);
-  EXPECT_EQ(parse_samples_text("[ 1e-3,\n2 ]"), (std::vector<double>{1e-3, 2}));
-  EXPECT_TRUE(parse_samples_text("[]").empty());
-  for (const char* bad : {"", "[", "[1,]", "1,2", "[1 2]", "[1]x", "[a]"})
-    EXPECT_THROW(parse_samples_text(bad), InputError) << bad;
-}
-
-// A database from before the samples column (v4) migrates: its rows read back no samples.
-TEST(Store_Measurement, V4DatabaseMigratesWithoutSamples) {
-  TempDir dir;
-  const std::vector<Migration> v4 = migrations_up_to(4);
-  Measurement m;
-  {
-    Store old = Store::open(dir.file("a.db"), {.migrations = &v4});
-    EXPECT_EQ(old.schema_version(), 4);
-    const Keys k = add_keys(old);
-    m = ok_point(k, k.mac, k.w0, 1e-3);
-    old.connection().exec(
-        "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
-        " cold, status, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples, started_at,"
-        " finished_at) VALUES (" +
-        std::to_string(m.point.device_id) + ", " + std::to_string(m.point.build_id) + ", " +
-        std::to_string(m.point.instance_id) + ", '" + m.point.params + "', " +
-        std::to_string(m.point.workload_id) + ", '" + m.point.policy +
-        "', 1, 'ok', 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5, 'x', 'y')");
-  }
-  Store s = Store::open(dir.file("a.db"));
-  EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));
-  const auto rows = s.measurements({.device_id = m.point.device_id});
-  ASSERT_EQ(rows.size(), 1u);
-  EXPECT_TRUE(rows[0].m.samples.empty());
-  EXPECT_EQ(rows[0].m.stats.samples, 5);
-}
-
-// measurements_view (what `db export` writes) says which rows are partial (v6), also in a
-// file that was created before it.
-TEST(Store_Measurement, ExportViewShowsPartial) {
-  TempDir dir;
-  const std::vector<Migration> v5 = migrations_up_to(5);
-  {
-    Store old = Store::open(dir.file("a.db"), {.migrations = &v5});
-    const Keys k = add_keys(old);
-    Measurement p = ok_point(k, k.mac, k.w0, 1e-3);
-    p.partial = true;
-    old.record_measurement(p);
-    old.record_measurement(ok_point(k, k.full, k.w0, 2e-3));
-  }
-  Store s = Store::open(dir.file("a.db"));
-  EXPECT_EQ(s.connection().scalar_int(
-                "SELECT COUNT(*) FROM measurements_view WHERE partial = 1 AND family = 'mac'"),
-            1);
-  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements_view WHERE partial = 0"),
-            1);
 }
 
 TEST(Store_Measurement, EveryPointKeyFieldIsIdentity) {
