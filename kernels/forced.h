@@ -1,6 +1,7 @@
-// Forced hits: decisions with an exact hit quota per step, for benchmarking at a chosen hit
-// rate. The real match scan still runs; its result is then overridden. Pure functions of
-// (seed, step, unit), usable on host and device, so every backend forces the same decisions.
+// Forced hits: decisions with an exact quota per step, for benchmarking at a chosen hit rate
+// or at a chosen KV skip ratio. The real match scan still runs; its result is then overridden.
+// Pure functions of (seed, step, unit), usable on host and device, so every backend forces
+// the same decisions.
 #pragma once
 
 #include <cmath>
@@ -21,6 +22,13 @@ enum class Coherence : std::uint8_t {
   per_group,  // units are (request, KV head) groups: all G heads of a unit hit together
 };
 enum class LagKind : std::uint8_t { fixed, uniform, normal };
+// What the quota fixes per step.
+//   hit_rate:   round(hit_rate x units) units hit, each at a lag drawn from `lag`.
+//   skip_ratio: each request's (request, KV head) groups skip exactly their share of
+//               round(skip_ratio x sum of kv_len over the step's groups) KV tokens: the hit
+//               groups and their lags are solved for (forced_skip_choice below); `hit_rate`,
+//               `lag` and `coherence` are not used (every head of a hit group hits).
+enum class ForcedQuota : std::uint8_t { hit_rate, skip_ratio };
 
 // lag = m - p of a forced hit: fixed a; uniform integer in [a, b]; normal(mean a, sd b).
 // Always clipped to the valid range [1, min(K, m - r)] (p must hold a non-empty summary).
@@ -35,6 +43,8 @@ struct ForcedHits {
   double hit_rate = 1.0;  // exact quota: round(hit_rate x eligible units) units hit per step
   Coherence coherence = Coherence::per_head;
   LagDistribution lag;
+  ForcedQuota quota = ForcedQuota::hit_rate;
+  double skip_ratio = 0;  // quota skip_ratio: 1 - KV tokens read / sum of kv_len, exact per step
   std::uint64_t seed = 0x6d6163;
 };
 
@@ -45,6 +55,12 @@ struct EnumNames<Coherence> {
                                                   {Coherence::per_group, "per-group"},
                                                   {Coherence::per_head, "head"},
                                                   {Coherence::per_group, "group"}};
+};
+template <>
+struct EnumNames<ForcedQuota> {
+  static constexpr std::string_view what = "forced quota";
+  static constexpr EnumName<ForcedQuota> names[] = {{ForcedQuota::hit_rate, "hit-rate"},
+                                                    {ForcedQuota::skip_ratio, "skip-ratio"}};
 };
 template <>
 struct EnumNames<LagKind> {
@@ -75,6 +91,11 @@ struct mactune::FieldTable<mactune::ForcedHits> {
         field<&F::coherence>("coherence", "coherence", "hit units: per-head or per-group"),
         field<&F::hit_rate>("hit_rate", "hit_rate",
                             "fraction of eligible units that hit (exact quota per step)")
+            .range(0, 1),
+        // Not a spec axis: a spec's `skip_ratio` key sets it (tuner/axes.cpp).
+        field<&F::quota>("quota", "quota", "what the quota fixes: hit-rate or skip-ratio"),
+        field<&F::skip_ratio>("skip_ratio", "skip_ratio",
+                              "KV skip ratio of each step, exact to the token (quota skip-ratio)")
             .range(0, 1),
     };
     return t;
@@ -112,19 +133,24 @@ MACTUNE_HD inline int forced_quota(double hit_rate, int units) {
   return n < 0 ? 0 : (n > units ? units : n);
 }
 
-// Whether unit u (of `units`) hits at this step: an affine permutation of the units, drawn
-// from (seed, step), ranks them; the first `quota` ranks hit. Exactly `quota` units hit.
-MACTUNE_HD inline bool forced_unit_hits(const ForcedHits& f, std::uint64_t step, int u, int units) {
-  const int quota = forced_quota(f.hit_rate, units);
-  if (quota <= 0) return false;
-  if (quota >= units) return true;
-  const std::uint64_t h = detail::splitmix64(f.seed ^ detail::splitmix64(step));
+// Rank of unit u among `units` under an affine permutation of the units drawn from `key`
+// (a function of the seed and the step): a bijection of [0, units).
+MACTUNE_HD inline int forced_rank(std::uint64_t key, int u, int units) {
+  const std::uint64_t h = detail::splitmix64(key);
   const std::uint64_t n = static_cast<std::uint64_t>(units);
   std::uint64_t a = 1 + (h % n);
   while (detail::gcd64(a, n) != 1) a = a % n + 1;
   const std::uint64_t b = (h >> 32) % n;
-  const std::uint64_t rank = (a * static_cast<std::uint64_t>(u) + b) % n;
-  return rank < static_cast<std::uint64_t>(quota);
+  return static_cast<int>((a * static_cast<std::uint64_t>(u) + b) % n);
+}
+
+// Whether unit u (of `units`) hits at this step: the permutation drawn from (seed, step)
+// ranks the units; the first `quota` ranks hit. Exactly `quota` units hit.
+MACTUNE_HD inline bool forced_unit_hits(const ForcedHits& f, std::uint64_t step, int u, int units) {
+  const int quota = forced_quota(f.hit_rate, units);
+  if (quota <= 0) return false;
+  if (quota >= units) return true;
+  return forced_rank(f.seed ^ detail::splitmix64(step), u, units) < quota;
 }
 
 // Lag of a forced hit for unit u, clipped to [1, max_lag]; 0 when max_lag < 1 (no valid p).
@@ -152,6 +178,116 @@ MACTUNE_HD inline int forced_max_lag(int m, int ring_capacity, int band) {
   const int by_ring = ring_capacity;
   const int by_summary = m - band;
   return by_ring < by_summary ? by_ring : by_summary;
+}
+
+// ---- Skip-ratio quota (ForcedQuota::skip_ratio).
+//
+// The units are the (request, KV head) groups of one request: U = kv_heads units of one kv_len
+// (= m + 1). A hit group reads `read` = lag + band tokens (kernels/stats.h: kv_len -
+// cache_end(p) with p = m - lag >= band), so it skips kv_len - read, between s_min = kv_len -
+// band - max_lag and s_max = kv_len - band - 1 tokens; a missing group skips none. To skip S
+// tokens exactly, n hit groups need n s_min <= S <= n s_max. The smallest such n is
+// ceil(S / s_max) (a larger n only raises n s_min), so S is reachable iff that n is at most U
+// and n s_min <= S. The hits are the first n ranks of a permutation of the groups; they read
+// R = n kv_len - S tokens in all, R / n each, the first R mod n ranks one more.
+//
+// Each request solves for its own share of the step's budget: with T_b the tokens of the
+// groups of the requests before b, request b skips round(s (T_b + U kv_len)) - round(s T_b),
+// so the shares add up to round(s x sum of kv_len) over the step whatever the requests'
+// lengths, and every request skips within one token of s of its own KV. The work of a request
+// does not depend on the batch it runs in (up to that token).
+
+// The hit groups of a pool of `units` groups of one kv_len that skips `skipped` tokens: the
+// first `hits` ranks hit and read `base_read` tokens each, the first `extra` ranks one more.
+struct SkipSolution {
+  bool reachable = false;
+  int hits = 0;
+  int base_read = 0;
+  int extra = 0;
+};
+
+MACTUNE_HD inline SkipSolution forced_skip_solve(long long skipped, int units, int kv_len, int band,
+                                                 int max_lag) {
+  SkipSolution s;
+  if (skipped == 0) {
+    s.reachable = true;
+    return s;
+  }
+  const long long s_max = static_cast<long long>(kv_len) - band - 1;
+  const long long s_min = static_cast<long long>(kv_len) - band - max_lag;
+  if (skipped < 0 || max_lag < 1 || s_max < 1) return s;
+  const long long n = (skipped + s_max - 1) / s_max;
+  if (n > units || n * s_min > skipped) return s;
+  const long long read = n * kv_len - skipped;
+  s.reachable = true;
+  s.hits = static_cast<int>(n);
+  s.base_read = static_cast<int>(read / n);
+  s.extra = static_cast<int>(read % n);
+  return s;
+}
+
+// round(s x tokens), as every backend computes it (tokens < 2^53).
+MACTUNE_HD inline long long forced_skip_round(double skip_ratio, long long tokens) {
+  return static_cast<long long>(std::floor(skip_ratio * static_cast<double>(tokens) + 0.5));
+}
+
+// The tokens request b must skip: its share of the step's budget. kv_before = sum of kv_len
+// over the requests before it in the step; each request has kv_heads groups of kv_len.
+MACTUNE_HD inline long long forced_skip_budget(double skip_ratio, long long kv_before, int kv_len,
+                                               int kv_heads) {
+  const long long before = kv_before * kv_heads;
+  return forced_skip_round(skip_ratio, before + static_cast<long long>(kv_len) * kv_heads) -
+         forced_skip_round(skip_ratio, before);
+}
+
+// The solution for request row b at step m (kv_len = m + 1).
+MACTUNE_HD inline SkipSolution forced_skip_request(const ForcedHits& f, int m, long long kv_before,
+                                                   int kv_heads, int ring_capacity, int band) {
+  const long long skipped = forced_skip_budget(f.skip_ratio, kv_before, m + 1, kv_heads);
+  return forced_skip_solve(skipped, kv_heads, m + 1, band, forced_max_lag(m, ring_capacity, band));
+}
+
+// What the forced override decides for one query head: hit or not, and the lag m - p (0: no
+// hit). The engine then hits only where the ring holds position m - lag.
+struct ForcedChoice {
+  bool hit = false;
+  int lag = 0;
+};
+
+// Where a head sits in its step: batch row `row` of `rows`, head h, at position m; kv_before =
+// sum of kv_len (m + 1) over the rows before it (used by the skip-ratio quota only).
+struct ForcedSite {
+  int row = 0, rows = 1, head = 0;
+  int q_heads = 1, kv_heads = 1;
+  int m = 0;
+  long long kv_before = 0;
+};
+
+// The forced decision of one head: the one function the reference, the CPU engine, the CUDA
+// planner and the cost model's features all call.
+MACTUNE_HD inline ForcedChoice forced_choice(const ForcedHits& f, std::uint64_t step,
+                                             const ForcedSite& at, int ring_capacity, int band) {
+  ForcedChoice c;
+  const int G = at.q_heads / at.kv_heads;
+  if (f.quota == ForcedQuota::skip_ratio) {
+    const SkipSolution s =
+        forced_skip_request(f, at.m, at.kv_before, at.kv_heads, ring_capacity, band);
+    if (!s.reachable || s.hits == 0) return c;  // unreachable: every group reads all its KV
+    const std::uint64_t key =
+        f.seed ^ detail::splitmix64(step ^ (0xa0761d6478bd642full * (at.row + 1ull)));
+    const int rank = forced_rank(key, at.head / G, at.kv_heads);
+    if (rank >= s.hits) return c;
+    c.hit = true;
+    c.lag = s.base_read + (rank < s.extra ? 1 : 0) - band;
+    return c;
+  }
+  const bool per_head = f.coherence == Coherence::per_head;
+  const int unit = per_head ? at.row * at.q_heads + at.head : at.row * at.kv_heads + at.head / G;
+  const int units = at.rows * (per_head ? at.q_heads : at.kv_heads);
+  c.lag = forced_lag(f, step, unit, forced_max_lag(at.m, ring_capacity, band));
+  c.hit = c.lag > 0 && forced_unit_hits(f, step, unit, units);
+  if (!c.hit) c.lag = 0;
+  return c;
 }
 
 }  // namespace mactune

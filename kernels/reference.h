@@ -184,15 +184,17 @@ class Session {
     Result res;
     res.out.assign(std::size_t(n) * Hq * uD, 0.0);
     res.decisions.resize(std::size_t(n) * Hq);
+    long long kv_before = 0;
     for (int b = 0; b < n; ++b) {
       Request& r = at(requests[b]);
       const int m = r.len;
       append_kv(r, m, k.subspan(std::size_t(b) * Hkv * uD, Hkv * uD),
                 v.subspan(std::size_t(b) * Hkv * uD, Hkv * uD));
       HeadDecision* dec = &res.decisions[std::size_t(b) * Hq];
-      step_request(r, m, b, n, q.subspan(std::size_t(b) * Hq * uD, Hq * uD), dec,
+      step_request(r, m, b, n, kv_before, q.subspan(std::size_t(b) * Hq * uD, Hq * uD), dec,
                    &res.out[std::size_t(b) * Hq * uD], res.stats);
       account_request(shape_, mac_, m, dec, res.groups, res.stats, mac_enabled_);
+      kv_before += m + 1;
       ++r.len;
     }
     ++steps_;
@@ -231,9 +233,10 @@ class Session {
 
   // Decisions of every head of batch row b (of n) at step m: match, then the forced override.
   // The acceptance gate is applied later, once the fresh part is attended.
-  void decide(const Request& r, int m, int b, int n, const std::vector<Vec>& q_ring,
-              HeadDecision* dec) const {
-    const int Hq = shape_.q_heads, G = shape_.group_size();
+  // kv_before: sum of kv_len over the batch rows before b (the skip-ratio quota's share).
+  void decide(const Request& r, int m, int b, int n, long long kv_before,
+              const std::vector<Vec>& q_ring, HeadDecision* dec) const {
+    const int Hq = shape_.q_heads;
     const bool eligible = mac_enabled_ && m >= mac_.min_context;
     for (int h = 0; h < Hq; ++h) {
       HeadDecision& d = dec[h];
@@ -245,14 +248,10 @@ class Session {
       d.hit = mr.hit;
       d.p = mr.p;
       if (forced_.enabled) {
-        const bool per_head = forced_.coherence == Coherence::per_head;
-        const int unit = per_head ? b * Hq + h : b * shape_.kv_heads + h / G;
-        const int units = n * (per_head ? Hq : shape_.kv_heads);
-        const int lag =
-            forced_lag(forced_, steps_, unit, forced_max_lag(m, mac_.ring_capacity, mac_.band));
-        const int p = m - lag;
-        d.hit = forced_unit_hits(forced_, steps_, unit, units) && lag > 0 && entry_valid(r, h, p);
-        d.p = d.hit ? p : -1;
+        const ForcedSite at{b, n, h, Hq, shape_.kv_heads, m, kv_before};
+        const ForcedChoice c = forced_choice(forced_, steps_, at, mac_.ring_capacity, mac_.band);
+        d.hit = c.hit && entry_valid(r, h, m - c.lag);
+        d.p = d.hit ? m - c.lag : -1;
       }
       d.start = d.hit ? cache_end(d.p, mac_.band) : 0;
     }
@@ -265,8 +264,8 @@ class Session {
   }
 
   // Outputs and new ring entries of every head of one request at step m.
-  void step_request(Request& r, int m, int b, int n, std::span<const float> q, HeadDecision* dec,
-                    double* out, StepStats& stats) {
+  void step_request(Request& r, int m, int b, int n, long long kv_before, std::span<const float> q,
+                    HeadDecision* dec, double* out, StepStats& stats) {
     const int Hq = shape_.q_heads, G = shape_.group_size(), D = shape_.head_dim;
     const std::size_t uD = static_cast<std::size_t>(D);
     const int kv_len = m + 1, ce = cache_end(m, mac_.band);
@@ -279,7 +278,7 @@ class Session {
       for (std::size_t i = 0; i < uD; ++i) q_ring[h][i] = round_to(shape_.kv_dtype, qh[i]);
       apply_rope(qh, q_rot[h].data(), D, ang);
     }
-    decide(r, m, b, n, q_ring, dec);
+    decide(r, m, b, n, kv_before, q_ring, dec);
     std::vector<State> entries(static_cast<std::size_t>(Hq), State(D));
     for (int h = 0; h < Hq; ++h) {
       HeadDecision& d = dec[h];

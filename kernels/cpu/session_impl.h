@@ -45,6 +45,7 @@ struct Session::Impl {
   Result result;
   std::vector<int> ids;               // [n] request ids of the step
   std::vector<int> m_of;              // [n] position of the new token
+  std::vector<long long> kv_before;   // [n] sum of kv_len over the rows before (forced skip)
   std::vector<float> q_rot;           // [n, Hq, D] post-RoPE, times q_scale
   std::vector<float> q_round;         // [n, Hq, D] pre-RoPE, rounded to the KV dtype
   std::vector<float> k_rot;           // [n, Hkv, D] post-RoPE keys

@@ -50,7 +50,11 @@ void Session::Impl::step(std::span<const int> requests, std::span<const float> q
   const int n = static_cast<int>(requests.size());
   ids.assign(requests.begin(), requests.end());
   m_of.resize(sz(n));
-  for (int b = 0; b < n; ++b) m_of[sz(b)] = request(requests[sz(b)]).len;
+  kv_before.resize(sz(n));
+  for (int b = 0; b < n; ++b) {
+    m_of[sz(b)] = request(requests[sz(b)]).len;
+    kv_before[sz(b)] = b == 0 ? 0 : kv_before[sz(b - 1)] + m_of[sz(b - 1)] + 1;
+  }
   result.decisions.assign(sz(n) * sz(Hq), HeadDecision{});
   result.groups.clear();
   result.stats = StepStats{};
@@ -173,17 +177,15 @@ void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worke
   }
   const ForcedHits& f = opt.forced;
   if (f.enabled) {
-    const bool per_head = f.coherence == Coherence::per_head;
-    const int unit = per_head ? b * Hq + h : b * Hkv + h / G;
-    const int units = n * (per_head ? Hq : Hkv);
-    const int lag = forced_lag(f, steps, unit, forced_max_lag(m, K, mac.band));
-    const int p = m - lag;
+    const ForcedChoice c =
+        forced_choice(f, steps, {b, n, h, Hq, Hkv, m, kv_before[sz(b)]}, K, mac.band);
+    const int p = m - c.lag;
     bool valid = false;
-    if (lag > 0 && p >= 0) {
+    if (c.hit && p >= 0) {
       const std::size_t i = ring.index(h, ring_slot(p, K));
       valid = ring.pos[i] == p && ring.lse[i] > kNegInf;
     }
-    d.hit = forced_unit_hits(f, steps, unit, units) && lag > 0 && valid;
+    d.hit = valid;
     d.p = d.hit ? p : -1;
   }
   d.start = d.hit ? cache_end(d.p, mac.band) : 0;

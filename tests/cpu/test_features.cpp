@@ -138,6 +138,58 @@ TEST(MacCpuFeatures, ForcedHitsPerHeadAndPerGroupMatchReferenceWithExactQuota) {
   }
 }
 
+// The skip-ratio quota: the engine forces the reference's decisions (same groups, same lags)
+// at mixed lengths (requests joining and sitting out), with outputs within the usual
+// tolerance; and on the tuner's path (synthetic prefill: a valid ring entry at every lag up to
+// K) every step skips exactly round(s x sum of kv_len) tokens.
+TEST(MacCpuFeatures, ForcedSkipRatioMatchesReferenceAndIsExactToTheToken) {
+  struct Case {
+    DType dtype;
+    int head_dim, group, K;
+  };
+  int exact = 0;
+  for (const Case c :
+       {Case{DType::bf16, 64, 4, 24}, Case{DType::f32, 128, 2, 40}, Case{DType::bf16, 64, 1, 64}})
+    for (const double skip : {0.5, 0.8, 0.95}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "G " << c.group << " D " << c.head_dim << " K " << c.K << " skip " << skip);
+      SessionOptions o = small(c.dtype, c.head_dim, c.group, 16);
+      o.mac.ring_capacity = c.K;
+      o.forced.enabled = true;
+      o.forced.quota = ForcedQuota::skip_ratio;
+      o.forced.skip_ratio = skip;
+      RunPlan plan;
+      plan.steps = 64;
+      if (c.dtype == DType::bf16) plan.tol = 1.0 / 128 + 2e-5;
+      const RunSummary sum = run_against_reference(o, plan);
+      EXPECT_EQ(sum.mixed_groups, 0);
+
+      Session s(o);
+      for (const int context : {150, 200, 233}) {
+        const StepInputs in = prefilled_step(s, 3, context, 77);
+        const auto& r = s.step(in.ids, in.q, in.k, in.v, /*advance=*/false);
+        long long before = 0;
+        bool reachable = true;
+        for (std::size_t b = 0; b < in.ids.size(); ++b) {
+          reachable = reachable && forced_skip_request(o.forced, context, before, o.shape.kv_heads,
+                                                       c.K, o.mac.band)
+                                       .reachable;
+          before += context + 1;
+        }
+        for (const int id : in.ids) s.release_request(id);
+        if (!reachable) continue;
+        ++exact;
+        EXPECT_EQ(r.stats.kv_tokens_total - r.stats.kv_tokens_read,
+                  forced_skip_round(skip, r.stats.kv_tokens_total))
+            << "context " << context;
+        EXPECT_EQ(r.stats.groups_mixed, 0);
+      }
+    }
+  // 13 of the 27 steps are reachable (0.5 needs lags beyond K; 0.95 at context 150 would read
+  // fewer than r + 1 tokens a group).
+  EXPECT_EQ(exact, 13);
+}
+
 TEST(MacCpuFeatures, GqaGroupSizesFiveToEight) {
   for (const int g : {5, 6, 7, 8}) {
     SCOPED_TRACE("G = " + std::to_string(g));

@@ -365,6 +365,65 @@ TEST(Reference, ForcedHitsMeetTheExactQuota) {
   }
 }
 
+// The skip-ratio quota: requests of different lengths in one step (they join at different
+// steps), several shapes and ratios. Wherever every request can reach its share (the ring
+// holds every stepped position, so validity never gets in the way), the step skips exactly
+// round(s x sum of kv_len) tokens, and every group hits or misses as a whole.
+TEST(Reference, ForcedSkipRatioIsExactToTheToken) {
+  struct Case {
+    int hq, hkv, K, r;
+  };
+  int exact_steps = 0;
+  for (const Case c : {Case{8, 2, 32, 4}, Case{4, 4, 24, 2}, Case{6, 1, 40, 8}})
+    for (const double skip : {0.3, 0.8, 0.95}) {
+      SCOPED_TRACE(::testing::Message() << "q " << c.hq << " kv " << c.hkv << " K " << c.K << " r "
+                                        << c.r << " skip " << skip);
+      const Problem p = shape(c.hq, c.hkv, 8);
+      Session s(p, params(c.K, c.r, 1.0));  // tau = 1: only the forced decisions hit
+      ForcedHits f;
+      f.enabled = true;
+      f.quota = ForcedQuota::skip_ratio;
+      f.skip_ratio = skip;
+      s.set_forced(f);
+      std::vector<Stream> in;
+      std::vector<int> ids;
+      for (int t = 0; t < 70; ++t) {
+        for (const int join : {0, 9, 23})
+          if (t == join) {
+            in.emplace_back(p, 500 + join);
+            ids.push_back(s.add_request());
+          }
+        std::vector<float> q, k, v;
+        long long before = 0;
+        bool reachable = true;
+        for (std::size_t b = 0; b < ids.size(); ++b) {
+          const int m = s.length(ids[b]);
+          reachable = reachable && forced_skip_request(f, m, before, c.hkv, c.K, c.r).reachable;
+          before += m + 1;
+          in[b].grow(m + 1);
+          q.insert(q.end(), in[b].q[m].begin(), in[b].q[m].end());
+          k.insert(k.end(), in[b].k[m].begin(), in[b].k[m].end());
+          v.insert(v.end(), in[b].v[m].begin(), in[b].v[m].end());
+        }
+        const auto res = s.step(ids, q, k, v);
+        EXPECT_EQ(res.stats.groups_mixed, 0) << "step " << t;
+        for (std::size_t i = 0; i < res.decisions.size(); ++i) {
+          const HeadDecision& d = res.decisions[i];
+          if (!d.hit) continue;
+          const int m = s.length(ids[i / std::size_t(c.hq)]) - 1;
+          EXPECT_GE(m - d.p, 1);
+          EXPECT_LE(m - d.p, forced_max_lag(m, c.K, c.r));
+        }
+        if (!reachable) continue;
+        ++exact_steps;
+        EXPECT_EQ(res.stats.kv_tokens_total - res.stats.kv_tokens_read,
+                  forced_skip_round(skip, res.stats.kv_tokens_total))
+            << "step " << t;
+      }
+    }
+  EXPECT_GT(exact_steps, 200);  // of 630 (short requests cannot reach some ratios)
+}
+
 TEST(Reference, AcceptanceGateSendsHeavyPrefixesBackToFullAttention) {
   const Problem p = shape(2, 1, 16);
   MacParams mp = params(64, 2, 0.5);

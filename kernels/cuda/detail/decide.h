@@ -36,15 +36,14 @@ MACTUNE_HD inline HeadDecision decide_head(const PlanParams& p, int row, int h) 
   const bool newest = p.pick == PickRule::newest;
   d.hit = newest ? best.newest >= 0 : under;
   d.p = d.hit ? (newest ? best.newest : best.pos) : -1;
-  if (p.forced.enabled) {  // the same unit numbering as the reference and the CPU engine
-    const bool per_head = p.forced.coherence == Coherence::per_head;
-    const int unit = per_head ? row * p.q_heads + h : row * p.kv_heads + h / p.group;
-    const int units = p.n * (per_head ? p.q_heads : p.kv_heads);
-    const std::uint64_t step = p.header->step;
-    const int lag = forced_lag(p.forced, step, unit, forced_max_lag(r.m, p.ring.capacity, p.band));
-    const int pos = r.m - lag;
-    d.hit = forced_unit_hits(p.forced, step, unit, units) && lag > 0 &&
-            ring_entry_valid(p.ring, p.q_heads, r.slot, h, pos);
+  if (p.forced.enabled) {     // the same decisions as the reference and the CPU engine
+    long long kv_before = 0;  // the skip-ratio quota's share of this row (O(n), one head)
+    if (p.forced.quota == ForcedQuota::skip_ratio)
+      for (int b = 0; b < row; ++b) kv_before += p.rows[b].m + 1;
+    const ForcedSite at{row, p.n, h, p.q_heads, p.kv_heads, r.m, kv_before};
+    const ForcedChoice c = forced_choice(p.forced, p.header->step, at, p.ring.capacity, p.band);
+    const int pos = r.m - c.lag;
+    d.hit = c.hit && ring_entry_valid(p.ring, p.q_heads, r.slot, h, pos);
     d.p = d.hit ? pos : -1;
   }
   d.start = d.hit ? cache_end(d.p, p.band) : 0;
