@@ -61,8 +61,10 @@ void dry_run(const TuneArgs& a) {
                                                   : "stored")
                 << '\n';
   }
-  std::cout << e.points << " points, " << e.stored << " stored, " << e.to_measure
-            << " to measure\n";
+  for (const std::string& u : plan.unreachable) std::cout << "unreachable, left out: " << u << '\n';
+  std::cout << e.points << " points, " << e.stored << " stored, " << e.to_measure << " to measure";
+  if (!plan.unreachable.empty()) std::cout << ", " << plan.unreachable.size() << " unreachable";
+  std::cout << '\n';
   std::cout << "device    " << plan.backend << " '" << plan.spec.device.name << "': "
             << (plan.here ? "this machine's " + plan.here->name
                           : "not this machine (" + plan.not_here + ")")

@@ -40,7 +40,8 @@ const std::vector<AxisDef>& axis_defs() {
     add_fields(d, S::cuda, &TunePoint::cuda);
     add_fields(d, S::mac, &TunePoint::mac);
     // Forced-hit workload (kernels/forced.h): the real match scan runs, the quota decides.
-    add_fields(d, S::workload, &TunePoint::forced);
+    // `quota` is no axis: a spec that sweeps skip_ratio gets the skip-ratio quota.
+    add_fields(d, S::workload, &TunePoint::forced, {"lag", "coherence", "hit_rate", "skip_ratio"});
     for (AxisDef& a : d) {
       // Hits are forced at the step m = context, so MAC runs at every context by default...
       if (a.name() == "min_context") a.defaults = {std::int64_t{0}};

@@ -51,8 +51,6 @@ StepFeatures step_features(const StepSpec& s) {
   // The step index of the tuner's step: prefilled requests, not advanced (sessions count
   // advanced steps; the tuner's step is always the first).
   constexpr std::uint64_t step = 0;
-  const bool per_head = s.forced.coherence == Coherence::per_head;
-  const int units = n * (per_head ? Hq : Hkv);
   StepFeatures f;
   std::vector<GroupInfo> groups;
   std::vector<GroupSpan> spans;
@@ -66,11 +64,10 @@ StepFeatures step_features(const StepSpec& s) {
       // As the engines' forced override (kernels/cpu/session_step.cpp, reference.h): the
       // prefilled ring holds [m - K, m), each with a summary from p >= r, which
       // forced_max_lag keeps p inside, so a lag >= 1 always finds a valid entry.
-      const int unit = per_head ? b * Hq + h : b * Hkv + h / G;
-      const int lag =
-          forced_lag(s.forced, step, unit, forced_max_lag(m, s.mac.ring_capacity, s.mac.band));
-      hd.hit = lag > 0 && forced_unit_hits(s.forced, step, unit, units);
-      hd.p = hd.hit ? m - lag : -1;
+      const ForcedSite at{b, n, h, Hq, Hkv, m, static_cast<long long>(b) * (m + 1)};
+      const ForcedChoice c = forced_choice(s.forced, step, at, s.mac.ring_capacity, s.mac.band);
+      hd.hit = c.hit;
+      hd.p = hd.hit ? m - c.lag : -1;
       hd.start = hd.hit ? cache_end(hd.p, s.mac.band) : 0;
     }
     const std::size_t first = groups.size();

@@ -248,11 +248,19 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       if (!r->full_partial && Config{r->full_instance, r->launch, std::nullopt} == d.full.config)
         chosen_full_at.try_emplace({r->hit_rate, r->variant}, &r->full);
     std::map<std::string, std::map<double, CurvePoint>> curves;
+    std::map<double, SkipPoint> skips;
     for (const PairRow* r : list) {
       const Config here{r->mac_instance, r->launch, r->mac_settings};
       if (r->mac_partial || here != d.mac.config) continue;
       const auto at = chosen_full_at.find({r->hit_rate, r->variant});
       const TimeStats& base = at != chosen_full_at.end() ? *at->second : r->full;
+      if (r->skip_ratio) {
+        SkipPoint s{*r->skip_ratio, r->measured_skip, r->mac.median_s, base.median_s};
+        s.speedup = r->mac.median_s > 0 ? base.median_s / r->mac.median_s : 0.0;
+        s.verdict = interval_verdict(r->mac, base);
+        skips.try_emplace(s.skip_ratio, s);
+        continue;
+      }
       CurvePoint p;
       p.hit_rate = r->hit_rate;
       p.speedup = r->mac.median_s > 0 ? base.median_s / r->mac.median_s : 0.0;
@@ -274,6 +282,13 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       }
       d.by_variant[variant] = std::move(be);
     }
+    if (curves.empty()) d.break_even = break_even_of({});  // skip ratios only: ambiguous
+    std::vector<CurvePoint> by_skip;
+    for (const auto& [s, p] : skips) {
+      d.skip_curve.push_back(p);
+      by_skip.push_back({s, p.speedup, p.verdict});
+    }
+    if (!by_skip.empty()) d.skip_break_even = break_even_of(by_skip);
     out.push_back(std::move(d));
   }
   return out;

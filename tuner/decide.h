@@ -30,6 +30,10 @@ struct PairRow {
   Bucket bucket;
   double hit_rate = 0;
   std::string variant;  // the rest of the workload: "lag=uniform(1,64),coherence=per-head"
+  // A skip-ratio workload (kernels/forced.h ForcedQuota::skip_ratio): its target, and the
+  // ratio the MAC side's step measured (its row's notes). Such rows are no hit-rate condition:
+  // they make the bucket's skip curve, not its break-even hit rate.
+  std::optional<double> skip_ratio, measured_skip;
   std::string mac_instance, full_instance;
   Launch launch;  // launch parameters, shared by both sides
   MacParams mac_settings;
@@ -101,6 +105,15 @@ struct BreakEven {
   std::vector<CurvePoint> curve;  // sorted by hit rate
 };
 
+// MAC vs full at one forced skip ratio, for the chosen MAC config.
+struct SkipPoint {
+  double skip_ratio = 0;           // the target
+  std::optional<double> measured;  // 1 - KV tokens read / total, from the MAC step
+  double mac_median_s = 0, full_median_s = 0;
+  double speedup = 0;
+  Verdict verdict = Verdict::tie;
+};
+
 struct BucketDecision {
   Bucket bucket;
   Choice full;
@@ -110,6 +123,11 @@ struct BucketDecision {
   std::vector<Choice> full_candidates, mac_candidates;
   std::map<std::string, BreakEven> by_variant;  // one per lag/coherence variant
   BreakEven break_even;  // the most conservative over variants (never > ambiguous > highest)
+  // Skip-ratio workloads (sorted by target), and the lowest skip ratio from which MAC is
+  // clearly faster at every measured ratio above it (break_even_of over the skip curve: its
+  // `hit_rate` and `lo` are skip ratios here). Neither feeds emit or the search.
+  std::vector<SkipPoint> skip_curve;
+  BreakEven skip_break_even;
 };
 
 struct DecideOptions {

@@ -25,6 +25,9 @@ struct Decided {
   DeviceFingerprint device;
   LoadedPairs loaded;
   std::vector<BucketDecision> decisions;
+  // Points the spec's grid left out because their skip ratio is unreachable (tune fills it from
+  // expand_grid; `mactune report` on a database alone has no spec, so none).
+  std::vector<std::string> unreachable;
 };
 
 // Decides every bucket of the selection (opt.incumbents: filled from the stored best configs;

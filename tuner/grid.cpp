@@ -6,6 +6,7 @@
 #include "kernels/error.h"
 #include "kernels/one_line.h"
 #include "tuner/axes.h"
+#include "tuner/skip_ratio.h"
 
 namespace mactune::tuner {
 
@@ -99,12 +100,14 @@ TunePoint make_point(const Spec& spec, const std::vector<std::size_t>& idx) {
   }
   p.forced.enabled = true;
   p.forced.seed = spec.seed;
+  if (sweeps_skip_ratio(spec)) p.forced.quota = ForcedQuota::skip_ratio;
   return p;
 }
 
 }  // namespace
 
-std::vector<TunePoint> expand_grid(const Spec& spec) {
+std::vector<TunePoint> expand_grid(const Spec& spec, std::vector<std::string>* unreachable) {
+  std::vector<std::string> unreachable_why;
   const std::vector<Dim> dims = dims_of(spec);
   std::vector<std::size_t> counter(dims.size(), 0);
   std::vector<std::size_t> idx(spec.axes.size(), 0);
@@ -140,6 +143,12 @@ std::vector<TunePoint> expand_grid(const Spec& spec) {
     }
     if (!ok) continue;
     TunePoint p = make_point(spec, idx);
+    // A skip ratio the step cannot reach exactly is skipped like a failed constraint, with
+    // its reason (never measured at some other ratio).
+    if (const std::string why = skip_unreachable(p); !why.empty()) {
+      unreachable_why.push_back(unreachable_line(p, why));
+      continue;
+    }
     p.index = points.size();
     points.push_back(std::move(p));
   }
@@ -148,9 +157,14 @@ std::vector<TunePoint> expand_grid(const Spec& spec) {
       input_error(spec.file, ':', spec.constraints[c].line, ": constraints[", c, "]: '",
                   detail::one_line(spec.constraints[c].expr.text()),
                   "' is impossible: it rejects every point of the grid");
+  if (points.empty() && !unreachable_why.empty())
+    input_error(spec.file, ':', spec.axis("skip_ratio").line,
+                ": workload.skip_ratio: no point of the grid can reach its skip ratio exactly (",
+                unreachable_why.size(), " points; the first: ", unreachable_why.front(), ")");
   if (points.empty())
     input_error(spec.file, ':', spec.constraints.empty() ? 1 : spec.constraints.front().line,
                 ": constraints: no point of the grid satisfies all constraints together");
+  if (unreachable) *unreachable = std::move(unreachable_why);
   for (const TunePoint& p : points) {
     const std::string shape_why = validate(p.shape);
     if (!shape_why.empty()) {

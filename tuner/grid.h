@@ -46,8 +46,11 @@ Bucket bucket_of(const TunePoint& p);
 
 // Expands the spec into its points. Throws InputError "FILE:LINE: KEY: ..." when a
 // constraint rejects every point on its own ("impossible"), when the constraints together
-// leave nothing, or when a remaining point is not a valid shape or MAC setting.
-std::vector<TunePoint> expand_grid(const Spec& spec);
+// leave nothing, or when a remaining point is not a valid shape or MAC setting. Points whose
+// skip ratio cannot be reached exactly (tuner/skip_ratio.h) are left out, one line each in
+// `unreachable` (when given) saying why and what would reach it; none left is an InputError.
+std::vector<TunePoint> expand_grid(const Spec& spec,
+                                   std::vector<std::string>* unreachable = nullptr);
 
 // "i/N" -> {i, N} with 0 <= i < N; InputError otherwise.
 std::pair<int, int> parse_shard(const std::string& text);

@@ -84,7 +84,7 @@ SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
   SweepPlan plan;
   plan.backend = b ? b->name() : "cuda";
   plan.spec = parse_spec(text, spec_path, plan.backend);
-  plan.points = expand_grid(plan.spec);
+  plan.points = expand_grid(plan.spec, &plan.unreachable);
   plan.cold = plan.spec.measure.mode == CacheMode::cold;
   plan.names.reserve(plan.points.size());
   if (b) {

@@ -32,7 +32,8 @@ struct SweepPlan {
   db::BuildInfo build;  // this binary's build row for the backend
   std::string policy;   // the timer: the policy part of every point key
   bool cold = true;
-  std::vector<TunePoint> points;                           // the whole grid, in grid order
+  std::vector<TunePoint> points;         // the whole grid, in grid order
+  std::vector<std::string> unreachable;  // left out of it: skip ratio unreachable (why)
   std::vector<std::pair<std::string, std::string>> names;  // {MAC, full} instance per point
 };
 

@@ -14,6 +14,7 @@
 #include "kernels/error.h"
 #include "kernels/file_io.h"
 #include "tuner/expr.h"
+#include "tuner/report_skip.h"
 #include "tuner/tune.h"
 
 namespace mactune::tuner {
@@ -187,22 +188,26 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
   for (const auto& [shape, ds] : by_shape(d.decisions)) {
     const auto hs = hit_rates(ds);
     o << "## " << shape << "\n\n";
-    o << "![speedup](speedup_" << shape << ".svg)\n\n![break-even](breakeven_" << shape
-      << ".svg)\n\n";
-    o << "### Speedup of the chosen MAC config\n\n| context | batch |";
-    for (double h : hs) o << " hit " << format_number(h) << " |";
-    o << " break-even |\n|---:|---:|";
-    for (std::size_t i = 0; i < hs.size(); ++i) o << "---:|";
-    o << "---|\n";
-    for (const auto& b : ds) {
-      o << "| " << b.bucket.context << " | " << b.bucket.batch << " |";
-      for (double h : hs) {
-        const CurvePoint* p = at(b, h);
-        o << ' ' << (p ? x2(p->speedup) + " " + mark(p->verdict) : "") << " |";
+    if (!hs.empty()) {  // (a spec that sweeps skip ratios has no hit-rate curve)
+      o << "![speedup](speedup_" << shape << ".svg)\n\n![break-even](breakeven_" << shape
+        << ".svg)\n\n";
+      o << "### Speedup of the chosen MAC config\n\n| context | batch |";
+      for (double h : hs) o << " hit " << format_number(h) << " |";
+      o << " break-even |\n|---:|---:|";
+      for (std::size_t i = 0; i < hs.size(); ++i) o << "---:|";
+      o << "---|\n";
+      for (const auto& b : ds) {
+        o << "| " << b.bucket.context << " | " << b.bucket.batch << " |";
+        for (double h : hs) {
+          const CurvePoint* p = at(b, h);
+          o << ' ' << (p ? x2(p->speedup) + " " + mark(p->verdict) : "") << " |";
+        }
+        o << ' ' << break_even_text(b.break_even) << " |\n";
       }
-      o << ' ' << break_even_text(b.break_even) << " |\n";
+      o << '\n';
     }
-    o << "\n### Best configurations (tie tolerance: incumbent, then simpler)\n\n"
+    o << skip_markdown(ds, shape);
+    o << "### Best configurations (tie tolerance: incumbent, then simpler)\n\n"
       << "| context | batch | MAC instance | launch | MAC settings | score | ties | why | full "
          "instance | launch | full median |\n|---:|---:|---|---|---|---:|---:|---|---|---|---:|\n";
     for (const auto& b : ds)
@@ -219,6 +224,7 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
           auto [it, fresh] = min_ctx[b.bucket.batch].try_emplace(p.hit_rate, b.bucket.context);
           if (!fresh) it->second = std::min(it->second, b.bucket.context);
         }
+    if (hs.empty()) continue;
     o << "\n### Smallest measured context at which MAC is clearly faster\n\n| batch |";
     for (double h : hs) o << " hit " << format_number(h) << " |";
     o << "\n|---:|";
@@ -236,6 +242,7 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
     }
     o << '\n';
   }
+  o << unreachable_markdown(d.unreachable);
   if (model.models && model.rows) o << model_markdown(*model.models, *model.rows) << '\n';
   return o.str();
 }
@@ -257,8 +264,11 @@ std::vector<std::string> write_report(const db::Store& store, const Decided& d,
   const ReportModel rm{models ? &*models : nullptr, &rows};
   write("report.md", report_markdown(d, store.path(), rm));
   for (const auto& [shape, ds] : by_shape(d.decisions)) {
-    write("speedup_" + shape + ".svg", svg::render(speedup_chart(ds)));
-    write("breakeven_" + shape + ".svg", svg::render(break_even_chart(ds, rm)));
+    if (!hit_rates(ds).empty()) {
+      write("speedup_" + shape + ".svg", svg::render(speedup_chart(ds)));
+      write("breakeven_" + shape + ".svg", svg::render(break_even_chart(ds, rm)));
+    }
+    if (has_skip_curve(ds)) write("skip_" + shape + ".svg", svg::render(skip_speedup_chart(ds)));
   }
   return written;
 }
@@ -274,6 +284,8 @@ std::string summary_table(const std::vector<BucketDecision>& ds) {
     o << " | " << launch_text(d.full.config.launch) << " |";
     for (const auto& p : d.break_even.curve)
       o << ' ' << format_number(p.hit_rate) << ':' << x2(p.speedup) << mark(p.verdict);
+    for (const auto& p : d.skip_curve)  // skip-ratio points: "s0.9:1.52x✓"
+      o << " s" << format_number(p.skip_ratio) << ':' << x2(p.speedup) << mark(p.verdict);
     o << " | " << break_even_text(d.break_even) << " |\n";
   }
   return o.str();

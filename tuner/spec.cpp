@@ -14,6 +14,7 @@
 #include "kernels/file_io.h"
 #include "kernels/one_line.h"
 #include "tuner/axes.h"
+#include "tuner/skip_ratio.h"
 #include "tuner/spec_yaml.h"
 
 namespace mactune::tuner {
@@ -477,6 +478,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
   std::erase_if(spec.axes, [&](const Axis& a) { return a.section == other; });
   if (zip) read_zip(rd, spec, *zip);
   check_duplicates(rd, spec);
+  resolve_skip_ratio_axis(spec);  // workload.skip_ratio: its quota, and what it excludes
   if (constraints) read_constraints(rd, spec, *constraints);
   if (spec.output.db.empty()) spec.output.db = "results/" + spec.name + ".db";
   if (spec.output.dispatch.empty()) spec.output.dispatch = "dispatch/" + spec.name + ".json";

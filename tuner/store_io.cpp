@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "mactune/build_info.h"
+#include "tuner/skip_ratio.h"
 #include "tuner/spec.h"
 
 namespace mactune::tuner {
@@ -159,6 +160,10 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
     p.bucket = bucket_of(mac->workload);
     p.hit_rate = mac->workload.forced.hit_rate;
     p.variant = variant_of(mac->workload);
+    if (mac->workload.forced.quota == ForcedQuota::skip_ratio) {
+      p.skip_ratio = mac->workload.forced.skip_ratio;
+      p.measured_skip = measured_skip_ratio(mac->m.notes);
+    }
     p.mac_instance = mac->instance.name;
     p.full_instance = full->instance.name;
     try {

@@ -12,6 +12,7 @@
 #include "profiler/nvtx.h"
 #include "tuner/axes.h"
 #include "tuner/expr.h"
+#include "tuner/skip_ratio.h"
 #include "tuner/sweep_parts.h"
 
 namespace mactune::tuner {
@@ -133,8 +134,8 @@ class Sweeper {
     const std::string label = g.size() == 1
                                   ? point_label(first)
                                   : "b=" + std::to_string(first.shape.batch) +
-                                        " ctx=" + std::to_string(first.context) +
-                                        " hit=" + format_number(first.forced.hit_rate) + " (" +
+                                        " ctx=" + std::to_string(first.context) + " " +
+                                        quota_label(first.forced) + " (" +
                                         std::to_string(g.size()) + " configs interleaved)";
     progress_.begin(label);
     prof::NvtxRange range("tune " + bucket_of(first).key() + " " + label,
@@ -216,7 +217,8 @@ class Sweeper {
         m->clock_mhz = r.clock.mhz;
         m->throttled_samples = r.clock.throttled_samples;
         m->notes = notes + "; skip_ratio=" +
-                   format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4);
+                   format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4) + "; " +
+                   kv_tokens_note(side->stats.kv_tokens_read, side->stats.kv_tokens_total);
       }
       // The pair in one transaction: a kill cannot leave a MAC row without its baseline.
       store_.record_measurements(std::array{mf, mm});
@@ -254,7 +256,7 @@ class Sweeper {
 
 std::string point_label(const TunePoint& p) {
   std::ostringstream o;
-  o << "b=" << p.shape.batch << " ctx=" << p.context << " hit=" << format_number(p.forced.hit_rate)
+  o << "b=" << p.shape.batch << " ctx=" << p.context << " " << quota_label(p.forced)
     << " K=" << p.mac.ring_capacity << " r=" << p.mac.band;
   if (const std::string launch = p.launch_text(); !launch.empty()) o << ' ' << launch;
   return o.str();

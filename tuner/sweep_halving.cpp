@@ -11,6 +11,7 @@
 #include "kernels/error.h"
 #include "tuner/expr.h"
 #include "tuner/halving_rounds.h"
+#include "tuner/skip_ratio.h"
 #include "tuner/sweep_parts.h"
 
 namespace mactune::tuner::sweep_parts {
@@ -114,7 +115,8 @@ class Halving final : public HalvingSampler {
         m->partial = !l->final;
         m->notes = l->notes + "; search=halving; round=" + std::to_string(l->round) +
                    (l->final ? " (final)" : " (dropped)") + "; skip_ratio=" +
-                   format_number(std::round(l->side.stats.skip_ratio() * 1e4) / 1e4);
+                   format_number(std::round(l->side.stats.skip_ratio() * 1e4) / 1e4) + "; " +
+                   kv_tokens_note(l->side.stats.kv_tokens_read, l->side.stats.kv_tokens_total);
       }
       rows.push_back(mf);
       rows.push_back(mm);

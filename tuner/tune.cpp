@@ -65,11 +65,14 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   if (!glob_match(spec.device.name, here.name))
     input_error(spec.file, ':', spec.device.line, ": device.name: '", spec.device.name,
                 "' does not match this machine's ", here.backend, " device '", here.name, "'");
-  std::vector<TunePoint> points = expand_grid(spec);
+  std::vector<std::string> unreachable;
+  std::vector<TunePoint> points = expand_grid(spec, &unreachable);
+  for (const std::string& u : unreachable) progress.note("mactune: skipped, unreachable: " + u);
   if (opt.shard) points = shard_points(points, opt.shard->first, opt.shard->second);
 
   TuneResult res;
   res.points = points.size();
+  res.unreachable = unreachable;
   res.search = std::string(name_of(spec.search.strategy));
   res.db_path = opt.db_path.empty() ? spec.output.db : opt.db_path;
   res.dispatch_path = opt.dispatch_path.empty() ? spec.output.dispatch : opt.dispatch_path;
@@ -198,7 +201,8 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     DecideOptions dopt;
     dopt.tie_tolerance = spec.tie_tolerance;
     dopt.ties = spec.ties;
-    const Decided d = decide_and_store(store, sel, dopt);
+    Decided d = decide_and_store(store, sel, dopt);
+    d.unreachable = res.unreachable;
     res.decisions = d.decisions;
     // The cost model places the table's context boundaries (tuner/emit.h).
     const std::vector<ModelRow> model_rows = load_model_rows(store, sel);

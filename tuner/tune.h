@@ -39,6 +39,7 @@ struct TuneResult {
   std::size_t stored = 0;    // already stored before it (resume)
   std::size_t failed = 0;    // recorded as failed by this run
   std::size_t probes = 0;    // break-even search probes measured by this run (tuner/search.h)
+  std::vector<std::string> unreachable;  // grid points left out: skip ratio unreachable
   double seconds = 0;
   double measuring_seconds = 0;  // of `seconds`, sampling (warm-up included; setup excluded)
   std::string search;            // the strategy used

@@ -57,6 +57,7 @@ struct DecideSetup {
   PickRule pick;
   bool forced;
   Coherence coherence;
+  double skip_ratio = -1;  // >= 0: the skip-ratio quota (rows of different lengths)
 };
 
 void PrintTo(const DecideSetup& s, std::ostream* os) {
@@ -83,6 +84,10 @@ TEST_P(Decide, EqualsReferenceDecisions) {
   forced.hit_rate = 0.5;
   forced.coherence = su.coherence;
   forced.lag = {LagKind::uniform, 1, 40};  // beyond the ring at times: invalid entries
+  if (su.skip_ratio >= 0) {
+    forced.quota = ForcedQuota::skip_ratio;
+    forced.skip_ratio = su.skip_ratio;
+  }
   ref::Session ref(shape, mac);
   ref.set_forced(forced);
   for (int r = 0; r < 3; ++r) ref.add_request();
@@ -176,9 +181,11 @@ INSTANTIATE_TEST_SUITE_P(
                       DecideSetup{PickRule::newest, false, Coherence::per_head},
                       DecideSetup{PickRule::normalized, false, Coherence::per_head},
                       DecideSetup{PickRule::nearest, true, Coherence::per_head},
-                      DecideSetup{PickRule::nearest, true, Coherence::per_group}),
+                      DecideSetup{PickRule::nearest, true, Coherence::per_group},
+                      DecideSetup{PickRule::nearest, true, Coherence::per_group, 0.8}),
     [](const auto& param_info) {
       const DecideSetup& s = param_info.param;
+      if (s.skip_ratio >= 0) return std::string(name_of(s.pick)) + "_ForcedSkipRatio";
       return std::string(name_of(s.pick)) +
              (s.forced ? (s.coherence == Coherence::per_head ? "_ForcedPerHead" : "_ForcedPerGroup")
                        : "");

@@ -224,6 +224,50 @@ TEST(SessionCuda, SyntheticPrefillWithForcedHitsMeetsTheQuota) {
   }
 }
 
+// The skip-ratio quota on the device, requests of different lengths: wherever every request
+// can reach its share, the step skips exactly round(s x sum of kv_len) tokens, whole groups.
+TEST(SessionCuda, SyntheticPrefillWithForcedSkipRatioIsExactToTheToken) {
+  MACTUNE_REQUIRE_GPU();
+  int exact = 0;
+  for (double skip : {0.9, 0.95, 0.99}) {
+    SessionOptions o = options(false);
+    o.mac.ring_capacity = 256;
+    o.mac.band = 16;
+    o.forced.enabled = true;
+    o.forced.quota = ForcedQuota::skip_ratio;
+    o.forced.skip_ratio = skip;
+    Session s(o);
+    std::vector<int> ids;
+    for (int r = 0; r < 3; ++r) {
+      ids.push_back(s.add_request());
+      s.prefill_synthetic(ids.back(), 3000 + 100 * r, 7 + r);
+    }
+    Inputs in(o.shape, o.mac.band, 8);
+    for (int t = 0; t < 3; ++t) {
+      std::vector<float> q, k, v;
+      long long before = 0;
+      bool reachable = true;
+      for (int id : ids) {
+        const int m = s.length(id);
+        reachable = reachable && forced_skip_request(o.forced, m, before, o.shape.kv_heads,
+                                                     o.mac.ring_capacity, o.mac.band)
+                                     .reachable;
+        before += m + 1;
+        in.next(id, q, k, v);
+      }
+      const Session::Result& r = s.step(ids, q, k, v);
+      for (float x : r.out) ASSERT_TRUE(std::isfinite(x));
+      EXPECT_EQ(r.stats.groups_mixed, 0);
+      if (!reachable) continue;
+      ++exact;
+      EXPECT_EQ(r.stats.kv_tokens_total - r.stats.kv_tokens_read,
+                forced_skip_round(skip, r.stats.kv_tokens_total))
+          << "skip " << skip << " step " << t;
+    }
+  }
+  EXPECT_GE(exact, 6);  // 0.95 and 0.99 at every step (0.9 needs lags beyond K = 256)
+}
+
 TEST(SessionCuda, BadStepsAreInputErrors) {
   MACTUNE_REQUIRE_GPU();
   SessionOptions o = options(false);

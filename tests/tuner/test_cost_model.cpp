@@ -11,6 +11,7 @@
 #include "tuner/measure.h"
 #include "tuner/model_io.h"
 #include "tuner/predict.h"
+#include "tuner/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {
@@ -116,8 +117,24 @@ TEST(CostModel, FeaturesCountWhatTheKernelsRead) {
 // The features equal what the CPU engine accounts when it runs the same step in the tuner.
 TEST(CostModel, FeaturesEqualTheEnginesAccounting) {
   auto backend = make_cpu_backend();
-  for (double hit : {0.0, 0.3, 0.9, 1.0})
+  // Four hit rates, and two skip ratios (hits and lags solved: kernels/forced.h).
+  std::vector<ForcedHits> workloads;
+  for (double hit : {0.0, 0.3, 0.9, 1.0}) {
+    ForcedHits f;
+    f.hit_rate = hit;
+    f.lag = {LagKind::uniform, 1, 200};
+    workloads.push_back(f);
+  }
+  for (double skip : {0.9, 0.95}) {
+    ForcedHits f;
+    f.quota = ForcedQuota::skip_ratio;
+    f.skip_ratio = skip;
+    f.coherence = Coherence::per_group;
+    workloads.push_back(f);
+  }
+  for (const ForcedHits& w : workloads)
     for (bool mac : {true, false}) {
+      const std::string what = quota_label(w) + (mac ? " mac" : " full");
       TunePoint p;
       p.shape.batch = 3;
       p.shape.q_heads = 8;
@@ -128,23 +145,31 @@ TEST(CostModel, FeaturesEqualTheEnginesAccounting) {
       p.mac.ring_capacity = 256;
       p.mac.band = 64;
       p.mac.min_context = 512;
+      p.forced = w;
       p.forced.enabled = true;
-      p.forced.hit_rate = hit;
-      p.forced.lag = {LagKind::uniform, 1, 200};
       p.cpu.threads = 2;
       p.cpu.chunk_tokens = 128;
       p.cpu.block_rows = 16;
       auto c = backend->make_case(p, mac, 7);
       c->run();
       const StepStats engine = c->stats();
-      StepSpec s = step(3, 2600, hit, 128, mac);
-      s.forced.lag = p.forced.lag;
+      StepSpec s = step(3, 2600, w.hit_rate, 128, mac);
+      s.forced = w;
+      s.forced.enabled = mac;
       const StepStats model = step_features(s).stats;
-      EXPECT_EQ(model.kv_bytes_read, engine.kv_bytes_read) << hit << " " << mac;
-      EXPECT_EQ(model.ring_bytes_read, engine.ring_bytes_read) << hit << " " << mac;
-      EXPECT_EQ(model.bytes_written, engine.bytes_written) << hit << " " << mac;
-      EXPECT_EQ(model.hit_heads, engine.hit_heads) << hit << " " << mac;
-      EXPECT_EQ(model.groups_mixed, engine.groups_mixed) << hit << " " << mac;
+      EXPECT_EQ(model.kv_tokens_read, engine.kv_tokens_read) << what;
+      EXPECT_EQ(model.kv_bytes_read, engine.kv_bytes_read) << what;
+      EXPECT_EQ(model.ring_bytes_read, engine.ring_bytes_read) << what;
+      EXPECT_EQ(model.bytes_written, engine.bytes_written) << what;
+      EXPECT_EQ(model.hit_heads, engine.hit_heads) << what;
+      EXPECT_EQ(model.groups_mixed, engine.groups_mixed) << what;
+      if (mac && w.quota == ForcedQuota::skip_ratio) {  // reachable here: exact to the token
+        EXPECT_TRUE(skip_unreachable(p).empty()) << skip_unreachable(p);
+        EXPECT_EQ(engine.kv_tokens_total - engine.kv_tokens_read,
+                  forced_skip_round(w.skip_ratio, engine.kv_tokens_total))
+            << what;
+        EXPECT_GT(engine.hit_heads, 0) << what;
+      }
     }
 }
 

@@ -1,0 +1,121 @@
+#include "tuner/report_skip.h"
+
+#include <iomanip>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "tuner/expr.h"
+
+namespace mactune::tuner {
+namespace {
+
+const SkipPoint* at_skip(const BucketDecision& d, double s) {
+  for (const SkipPoint& p : d.skip_curve)
+    if (p.skip_ratio == s) return &p;
+  return nullptr;
+}
+
+std::string verdict_mark(Verdict v) {
+  return v == Verdict::faster ? "✓" : v == Verdict::slower ? "✗" : "≈";
+}
+
+}  // namespace
+
+bool has_skip_curve(const std::vector<BucketDecision>& ds) {
+  for (const auto& d : ds)
+    if (!d.skip_curve.empty()) return true;
+  return false;
+}
+
+svg::Chart skip_speedup_chart(const std::vector<BucketDecision>& ds) {
+  svg::Chart c;
+  c.title = "MAC speedup over full attention at forced KV skip ratios: " +
+            (ds.empty() ? std::string() : ds[0].bucket.shape.text());
+  c.x_label = "batch";
+  c.y_label = "speedup (full / MAC)";
+  c.x_scale = svg::Scale::log2;
+  c.y_scale = svg::Scale::log10;
+  std::map<long long, std::vector<const BucketDecision*>> by_context;
+  std::set<double> ratios;
+  for (const auto& d : ds) {
+    if (d.skip_curve.empty()) continue;
+    by_context[d.bucket.context].push_back(&d);
+    for (const SkipPoint& p : d.skip_curve) ratios.insert(p.skip_ratio);
+  }
+  for (const auto& [ctx, list] : by_context) {
+    svg::Panel p;
+    p.title = "context " + svg::tick_label(static_cast<double>(ctx));
+    p.hlines = {1.0};
+    for (double s : ratios) {
+      svg::Series line;
+      line.label = "skip " + format_number(s);
+      std::map<int, double> pts;
+      for (const BucketDecision* d : list)
+        if (const SkipPoint* sp = at_skip(*d, s)) pts[d->bucket.batch] = sp->speedup;
+      for (const auto& [b, v] : pts) {
+        line.x.push_back(b);
+        line.y.push_back(v);
+      }
+      p.series.push_back(std::move(line));
+    }
+    c.panels.push_back(std::move(p));
+  }
+  return c;
+}
+
+std::string skip_markdown(const std::vector<BucketDecision>& ds, const std::string& shape) {
+  if (!has_skip_curve(ds)) return "";
+  std::ostringstream o;
+  o << "### Speedup at forced KV skip ratios\n\n![speedup by skip ratio](skip_" << shape
+    << ".svg)\n\n"
+    << "Each step skips exactly round(s x sum of kv_len) KV tokens (forced hits of whole "
+       "(request, KV head) groups, lags solved; docs/spec.md `skip_ratio`); `measured` is 1 - "
+       "KV tokens read / total from the MAC step's own counts.\n\n"
+    << "| context | batch | skip ratio | measured | MAC | full | speedup |\n"
+    << "|---:|---:|---:|---:|---:|---:|---:|\n";
+  std::map<long long, std::vector<const BucketDecision*>> breaks;
+  for (const auto& d : ds)
+    for (const SkipPoint& p : d.skip_curve) {
+      o << "| " << d.bucket.context << " | " << d.bucket.batch << " | "
+        << format_number(p.skip_ratio) << " | ";
+      if (p.measured)
+        o << std::fixed << std::setprecision(6) << *p.measured;
+      else
+        o << "?";
+      o << " | " << std::fixed << std::setprecision(3) << p.mac_median_s * 1e3 << " ms | "
+        << p.full_median_s * 1e3 << " ms | " << std::setprecision(2) << p.speedup << "x "
+        << verdict_mark(p.verdict) << " |\n";
+    }
+  o << "\nBreak-even skip ratio (the lowest measured ratio from which MAC is clearly faster at "
+       "every measured ratio above it):\n\n| context | batch | break-even skip ratio |\n"
+       "|---:|---:|---|\n";
+  for (const auto& d : ds) {
+    if (d.skip_curve.empty()) continue;
+    const BreakEven& be = d.skip_break_even;
+    o << "| " << d.bucket.context << " | " << d.bucket.batch << " | ";
+    if (be.hit_rate) {
+      o << format_number(*be.hit_rate);
+      if (be.lo && *be.lo < *be.hit_rate)
+        o << " (" << format_number(*be.lo) << ", " << format_number(*be.hit_rate) << "]";
+    } else {
+      o << be.status;
+    }
+    o << " |\n";
+  }
+  o << '\n';
+  return o.str();
+}
+
+std::string unreachable_markdown(const std::vector<std::string>& unreachable) {
+  if (unreachable.empty()) return "";
+  std::ostringstream o;
+  o << "## Unreachable skip ratios (not measured)\n\n"
+    << "These points of the spec cannot skip exactly their ratio of the KV (a hit group reads "
+       "its lag, 1 to K, plus the band r); `tune` left them out:\n\n";
+  for (const std::string& u : unreachable) o << "- " << u << '\n';
+  o << '\n';
+  return o.str();
+}
+
+}  // namespace mactune::tuner
