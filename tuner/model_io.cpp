@@ -6,6 +6,7 @@
 
 #include "kernels/error.h"
 #include "tuner/expr.h"
+#include "tuner/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {
@@ -184,12 +185,13 @@ std::string model_markdown(const DeviceModels& m, const std::vector<ModelRow>& r
     << " measured points disagree with the model beyond the noise: between these "
        "and their neighbours the step's cost changes in a way the grid does not "
        "resolve (measure in between), or an effect the model lacks.\n\n"
-    << "| family | batch | context | hit rate | params | measured (ms) | predicted (ms) | error | "
+    << "| family | batch | context | hit rate (or skip ratio) | params | measured (ms) | predicted "
+       "(ms) | error | "
        "allowed |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const Disagreement& d : off) {
     const ModelRow& r = *d.row;
     o << "| " << r.family << " | " << r.workload.problem.batch << " | " << r.workload.context
-      << " | " << format_number(r.workload.forced.hit_rate) << " | " << r.params << " | "
+      << " | " << quota_label(r.workload.forced) << " | " << r.params << " | "
       << ms_text(r.fit.seconds) << " | " << ms_text(d.predicted_s) << " | "
       << (d.rel_err >= 0 ? "+" : "") << percent(d.rel_err) << " | " << percent(d.allowed) << " |\n";
   }

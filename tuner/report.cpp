@@ -224,7 +224,10 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
           auto [it, fresh] = min_ctx[b.bucket.batch].try_emplace(p.hit_rate, b.bucket.context);
           if (!fresh) it->second = std::min(it->second, b.bucket.context);
         }
-    if (hs.empty()) continue;
+    if (hs.empty()) {
+      o << '\n';
+      continue;
+    }
     o << "\n### Smallest measured context at which MAC is clearly faster\n\n| batch |";
     for (double h : hs) o << " hit " << format_number(h) << " |";
     o << "\n|---:|";
