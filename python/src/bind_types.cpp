@@ -158,6 +158,12 @@ void bind_types(nb::module_& m) {
             [](ForcedHits& f, std::string_view s) { f.coherence = parse_enum<Coherence>(s); },
             "'per-head' | 'per-group'")
         .add("lag", &ForcedHits::lag, "LagDistribution of m - p")
+        .text(
+            "quota", [](const ForcedHits& f) { return std::string(name_of(f.quota)); },
+            [](ForcedHits& f, std::string_view s) { f.quota = parse_enum<ForcedQuota>(s); },
+            "'hit-rate' | 'skip-ratio': what the quota fixes per step")
+        .add("skip_ratio", &ForcedHits::skip_ratio,
+             "quota 'skip-ratio': each step skips round(skip_ratio x sum of kv_len) KV tokens")
         .add("seed", &ForcedHits::seed, "draws are pure functions of (seed, step, unit)")
         .finish("ForcedHits");
   }

@@ -154,6 +154,24 @@ def test_forced_hits():
     assert [s.length(i) for i in ids] == [257, 257]
 
 
+def test_forced_skip_ratio_is_exact_to_the_token():
+    opt = options(batch=2, K=64, r=16)
+    opt.forced = mactune.ForcedHits(enabled=True, quota="skip-ratio", skip_ratio=0.9)
+    s = mactune.cpu.Session(opt)
+    ids = [s.add_request() for _ in range(2)]
+    for i in ids:
+        s.prefill_synthetic(i, 256, seed=7)
+    rng = np.random.default_rng(3)
+    q, k, v = (x[0] for x in inputs(rng, 1, 2))
+    r = s.step(ids, q, k, v, advance=False)
+    total = r.stats.kv_tokens_total
+    assert total == 2 * 2 * 257
+    assert total - r.stats.kv_tokens_read == round(0.9 * total)  # 925 of 1028 tokens skipped
+    assert r.stats.groups_mixed == 0
+    with pytest.raises(ValueError):
+        mactune.ForcedHits(quota="skip")
+
+
 def test_torch_cpu_tensors_through_dlpack(rng):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     s = mactune.cpu.Session(options(batch=1))
