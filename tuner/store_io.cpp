@@ -44,9 +44,11 @@ Bucket bucket_of(const db::Workload& w) {
 }
 
 std::string variant_of(const db::Workload& w) {
-  std::string v;  // every forced-hit field but the hit rate
+  std::string v;  // every forced-hit field but the hit rate (and the skip ratio's, unused)
+  const bool by_skip = w.forced.quota == ForcedQuota::skip_ratio;
   for (const Field<ForcedHits>& f : fields_of<ForcedHits>()) {
     if (f.name == "hit_rate") continue;
+    if (!by_skip && (f.name == "quota" || f.name == "skip_ratio")) continue;
     if (!v.empty()) v += ',';
     v.append(f.name).append("=").append(f.text_of(w.forced));
   }
