@@ -207,6 +207,7 @@ PairRow halving_pair_row(const HalvingPoint& p, const TimeStats& mac, const Time
   r.bucket = bucket_of(t);
   r.hit_rate = t.forced.hit_rate;
   r.variant = group_key(t);
+  if (t.forced.quota == ForcedQuota::skip_ratio) r.skip_ratio = t.forced.skip_ratio;
   r.mac_instance = p.mac_instance;
   r.full_instance = p.full_instance;
   r.launch = t.launch();
