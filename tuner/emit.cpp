@@ -36,19 +36,6 @@ Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOpt
 
 namespace {
 
-// [lo, hi] intervals over sorted measured values: each covers itself up to the next one.
-std::map<long long, dispatch::Interval> intervals_of(const std::set<long long>& values) {
-  std::map<long long, dispatch::Interval> out;
-  for (auto it = values.begin(); it != values.end(); ++it) {
-    dispatch::Interval iv;
-    iv.lo = it == values.begin() ? 1 : *it;
-    const auto next = std::next(it);
-    if (next != values.end()) iv.hi = *next - 1;
-    out[*it] = iv;
-  }
-  return out;
-}
-
 std::string note_of(const BucketDecision& d) {
   std::ostringstream o;
   o << "break-even " << d.break_even.status;
@@ -85,6 +72,69 @@ long long context_boundary(const FittedModel& m, const BucketDecision& lower,
   return b;
 }
 
+// The first batch of `upper`'s entry, likewise on the batch: `lower` and `upper` are one
+// shape and context at two measured batches.
+long long batch_boundary(const FittedModel& m, const BucketDecision& lower,
+                         const BucketDecision& upper) {
+  const long long fallback = upper.bucket.batch;
+  if (!m.usable() || !lower.break_even.hit_rate || !upper.break_even.hit_rate) return fallback;
+  const double lo_be = *lower.break_even.hit_rate, hi_be = *upper.break_even.hit_rate;
+  if (lo_be == hi_be) return fallback;
+  const ModelRow* t = chosen_mac_row(lower, *m.rows);
+  if (!t) return fallback;
+  auto nearer_upper = [&](long long batch) {
+    StepSpec s = t->step;
+    s.shape.batch = static_cast<int>(batch);
+    s.context = static_cast<int>(lower.bucket.context);
+    const double be = predicted_break_even(m.models->mac, m.models->full, s, 0.005).value_or(2.0);
+    return std::abs(be - hi_be) < std::abs(be - lo_be);
+  };
+  long long a = lower.bucket.batch, b = upper.bucket.batch;
+  if (nearer_upper(a) || !nearer_upper(b)) return fallback;
+  while (b - a > 1) {
+    const auto mid = static_cast<long long>(std::sqrt(double(a) * double(b)));
+    (nearer_upper(std::clamp(mid, a + 1, b - 1)) ? b : a) = std::clamp(mid, a + 1, b - 1);
+  }
+  return b;
+}
+
+// Batch intervals of one shape: each measured batch from its boundary up to the next one's.
+// Entries of one batch row share its interval (each row has its own context boundaries), so the
+// boundary between two measured batches is one per shape: the median over the contexts at
+// which both were measured with different break-evens of where the model places it there
+// (the upper measured batch where it contradicts either bucket), the upper batch when no
+// context's break-evens differ.
+std::map<long long, dispatch::Interval> batch_intervals(
+    const std::map<long long, std::map<long long, const BucketDecision*>>& by_batch,
+    const FittedModel& model) {
+  std::map<long long, dispatch::Interval> out;
+  long long lo = 1;
+  for (auto it = by_batch.begin(); it != by_batch.end(); ++it) {
+    dispatch::Interval iv;
+    iv.lo = lo;
+    const auto next = std::next(it);
+    if (next != by_batch.end()) {
+      std::vector<long long> votes;
+      for (const auto& [ctx, lower] : it->second) {
+        const auto up = next->second.find(ctx);
+        if (up == next->second.end() || !lower->break_even.hit_rate ||
+            !up->second->break_even.hit_rate ||
+            *lower->break_even.hit_rate == *up->second->break_even.hit_rate)
+          continue;
+        votes.push_back(batch_boundary(model, *lower, *up->second));
+      }
+      lo = next->first;
+      if (!votes.empty()) {
+        std::sort(votes.begin(), votes.end());
+        lo = votes[(votes.size() - 1) / 2];
+      }
+      iv.hi = lo - 1;
+    }
+    out[it->first] = iv;
+  }
+  return out;
+}
+
 }  // namespace
 
 dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database,
@@ -98,13 +148,12 @@ dispatch::DispatchTable make_table(const Decided& d, const std::string& source_d
   t.generated.source_database = std::filesystem::path(source_database).filename().string();
   t.generated.time = dispatch::utc_now_iso8601();
 
-  std::map<ShapeKey, std::pair<std::set<long long>, std::set<long long>>>
-      axes;  // shape -> batches, contexts
-  for (const BucketDecision& b : d.decisions) {
-    auto& a = axes[b.bucket.shape];
-    a.first.insert(b.bucket.batch);
-    a.second.insert(b.bucket.context);
-  }
+  // Batch boundaries per shape (tuner/emit.h): the next measured batch, or the model's.
+  std::map<ShapeKey, std::map<long long, std::map<long long, const BucketDecision*>>> grid;
+  for (const BucketDecision& b : d.decisions)
+    grid[b.bucket.shape][b.bucket.batch][b.bucket.context] = &b;
+  std::map<ShapeKey, std::map<long long, dispatch::Interval>> batch_of;
+  for (const auto& [shape, by_batch] : grid) batch_of[shape] = batch_intervals(by_batch, model);
   // Context boundaries per shape and batch: the next measured context, or the model's.
   std::map<std::pair<ShapeKey, int>, std::map<long long, const BucketDecision*>> rows;
   for (const BucketDecision& b : d.decisions)
@@ -124,10 +173,9 @@ dispatch::DispatchTable make_table(const Decided& d, const std::string& source_d
     }
   }
   for (const BucketDecision& b : d.decisions) {
-    const auto& a = axes[b.bucket.shape];
     dispatch::Entry e;
     e.shape = b.bucket.shape;
-    e.batch = intervals_of(a.first).at(b.bucket.batch);
+    e.batch = batch_of.at(b.bucket.shape).at(b.bucket.batch);
     e.context = context_of.at(&b);
     e.full.instance = b.full.config.instance;
     e.full.params = to_params(b.full.config.launch);
@@ -141,6 +189,8 @@ dispatch::DispatchTable make_table(const Decided& d, const std::string& source_d
     e.note = note_of(b);
     if (e.context.lo != 1 && e.context.lo != b.bucket.context)
       e.note += "; context boundary " + std::to_string(e.context.lo) + " from the cost model";
+    if (e.batch.lo != 1 && e.batch.lo != b.bucket.batch)
+      e.note += "; batch boundary " + std::to_string(e.batch.lo) + " from the cost model";
     t.entries.push_back(std::move(e));
   }
   return t;

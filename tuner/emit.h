@@ -3,7 +3,8 @@
 //
 // Buckets become table entries piecewise: per shape, each measured batch value covers the
 // batches from itself up to the next measured value (the smallest one also covers everything
-// below it, the largest everything above), and likewise for contexts. MAC is chosen at
+// below it, the largest everything above), and likewise for contexts; with a fitted cost
+// model both boundaries move to where the model's decision changes (make_table). MAC is chosen at
 // expected hit rates >= the bucket's break-even; a bucket whose break-even is "ambiguous" or
 // "never" keeps MAC's config in the table but no min_hit_rate, so the engine runs full
 // attention there: a tuned table never loses to the baseline on the tuner's own evidence.
@@ -41,7 +42,10 @@ Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOpt
 // boundary between two measured contexts of one shape and batch whose break-evens differ goes
 // where the model's predicted break-even comes nearer the upper bucket's than the lower's
 // (bisected on the context to 1/64 of it), not at the upper measured context; where the model
-// disagrees with both measurements, or either bucket has no break-even, it stays there.
+// disagrees with both measurements, or either bucket has no break-even, it stays there. Batch
+// boundaries likewise, bisected on the batch, one per shape and pair of measured batches (the
+// entries of a batch row share its interval): the median over the contexts at which the two
+// batches' break-evens differ of where the model places it.
 dispatch::DispatchTable make_table(const Decided& d, const std::string& source_database,
                                    const FittedModel& model = {});
 

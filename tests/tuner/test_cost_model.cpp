@@ -314,5 +314,56 @@ TEST(CostModel, ContextBoundariesGoWhereThePredictedDecisionChanges) {
   EXPECT_NE(t.entries[1].note.find("from the cost model"), std::string::npos);
 }
 
+// Likewise the batch boundary: two buckets of one context at batch 1 and 16 whose break-evens
+// differ (MAC's fixed cost per step weighs less at a larger batch); the boundary goes where the
+// predicted break-even passes over, and the other context's row shares it.
+TEST(CostModel, BatchBoundariesGoWhereThePredictedDecisionChanges) {
+  const auto rows = model_rows(1.0);
+  DeviceFingerprint dev;
+  dev.backend = "cpu";
+  dev.threads = 2;
+  const DeviceModels m = fit_device_models(rows, dev);
+  const Launch launch = parse_launch("cpu", "threads=2,chunk_tokens=256,block_rows=16");
+  StepSpec s = step(4, 4096, 0.0);
+  s.forced.lag = {LagKind::uniform, 1, 32};
+  auto be_at = [&](int batch) {
+    StepSpec x = s;
+    x.shape.batch = batch;
+    return *predicted_break_even(m.mac, m.full, x, 0.005);
+  };
+  Decided d;
+  d.device = dev;
+  for (int batch : {1, 16}) {
+    BucketDecision b;
+    Problem shape = s.shape;
+    shape.batch = batch;
+    b.bucket = Bucket::of(shape, s.context);
+    b.full.config = {"full_cpu_test", launch, std::nullopt};
+    b.mac.config = {"mac_cpu_test", launch, s.mac};
+    b.break_even.status = "ok";
+    b.break_even.hit_rate = be_at(batch);
+    d.decisions.push_back(b);
+  }
+  const double lo_be = *d.decisions[0].break_even.hit_rate;
+  const double hi_be = *d.decisions[1].break_even.hit_rate;
+  ASSERT_GT(std::abs(lo_be - hi_be), 0.02) << lo_be << " vs " << hi_be;
+  const auto measured = make_table(d, "t.db");
+  ASSERT_EQ(measured.entries.size(), 2u);
+  EXPECT_EQ(measured.entries[0].batch.hi, std::optional<std::int64_t>(15));
+  const auto t = make_table(d, "t.db", {&m, &rows});
+  const std::int64_t boundary = t.entries[1].batch.lo;
+  EXPECT_EQ(t.entries[0].batch.lo, 1);
+  EXPECT_EQ(t.entries[0].batch.hi, std::optional<std::int64_t>(boundary - 1));
+  EXPECT_GT(boundary, 1);
+  EXPECT_LT(boundary, 16);
+  auto nearer_upper = [&](std::int64_t batch) {
+    const double be = be_at(static_cast<int>(batch));
+    return std::abs(be - hi_be) < std::abs(be - lo_be);
+  };
+  EXPECT_TRUE(nearer_upper(boundary));
+  EXPECT_FALSE(nearer_upper(boundary - 1)) << "bisected to one batch";
+  EXPECT_NE(t.entries[1].note.find("batch boundary"), std::string::npos) << t.entries[1].note;
+}
+
 }  // namespace
 }  // namespace mactune::tuner

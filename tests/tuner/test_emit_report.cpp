@@ -85,9 +85,11 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
   EXPECT_EQ(store_->best_configs(dev_).size(), 8u);
   const auto bes = store_->break_evens(dev_);
   ASSERT_EQ(bes.size(), 4u);
-  for (const auto& b : bes)
-    if (b.bucket.context == 65536)
+  for (const auto& b : bes) {
+    if (b.bucket.context == 65536) {
       EXPECT_NE(b.notes.find(" bracket=(0,0.5];"), std::string::npos) << b.notes;
+    }
+  }
   for (const auto& d2 : d.decisions) {
     // The stored "chunk_tokens=256" reads back as the whole (typed) launch config.
     EXPECT_EQ(launch_text(d2.mac.config.launch), "threads=0,chunk_tokens=256,block_rows=16");
