@@ -78,35 +78,16 @@ const CurvePoint* at(const BucketDecision& d, double h) {
 }  // namespace
 
 svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
-  svg::Chart c;
-  c.title = "MAC speedup over full attention: " +
-            (ds.empty() ? std::string() : ds[0].bucket.shape.text());
-  c.x_label = "batch";
-  c.y_label = "speedup (full / MAC)";
-  c.x_scale = svg::Scale::log2;
-  c.y_scale = svg::Scale::log10;
-  std::map<long long, std::vector<const BucketDecision*>> by_context;
-  for (const auto& d : ds) by_context[d.bucket.context].push_back(&d);
+  std::vector<const BucketDecision*> all;
+  for (const auto& d : ds) all.push_back(&d);
   const auto hs = hit_rates(ds);
-  for (const auto& [ctx, list] : by_context) {
-    svg::Panel p;
-    p.title = "context " + svg::tick_label(ctx);
-    p.hlines = {1.0};
-    for (double h : hs) {
-      svg::Series s;
-      s.label = "hit rate " + format_number(h);
-      std::map<int, double> pts;
-      for (const BucketDecision* d : list)
-        if (const CurvePoint* cp = at(*d, h)) pts[d->bucket.batch] = cp->speedup;
-      for (const auto& [b, v] : pts) {
-        s.x.push_back(b);
-        s.y.push_back(v);
-      }
-      p.series.push_back(std::move(s));
-    }
-    c.panels.push_back(std::move(p));
-  }
-  return c;
+  return speedup_vs_batch("MAC speedup over full attention: " +
+                              (ds.empty() ? std::string() : ds[0].bucket.shape.text()),
+                          all, std::vector<double>(hs.begin(), hs.end()), "hit rate ",
+                          [](const BucketDecision& d, double h) -> std::optional<double> {
+                            if (const CurvePoint* cp = at(d, h)) return cp->speedup;
+                            return std::nullopt;
+                          });
 }
 
 svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportModel& model) {

@@ -28,31 +28,28 @@ bool has_skip_curve(const std::vector<BucketDecision>& ds) {
   return false;
 }
 
-svg::Chart skip_speedup_chart(const std::vector<BucketDecision>& ds) {
+svg::Chart speedup_vs_batch(
+    std::string title, const std::vector<const BucketDecision*>& decisions,
+    const std::vector<double>& levels, const std::string& label,
+    const std::function<std::optional<double>(const BucketDecision&, double)>& speedup) {
   svg::Chart c;
-  c.title = "MAC speedup over full attention at forced KV skip ratios: " +
-            (ds.empty() ? std::string() : ds[0].bucket.shape.text());
+  c.title = std::move(title);
   c.x_label = "batch";
   c.y_label = "speedup (full / MAC)";
   c.x_scale = svg::Scale::log2;
   c.y_scale = svg::Scale::log10;
   std::map<long long, std::vector<const BucketDecision*>> by_context;
-  std::set<double> ratios;
-  for (const auto& d : ds) {
-    if (d.skip_curve.empty()) continue;
-    by_context[d.bucket.context].push_back(&d);
-    for (const SkipPoint& p : d.skip_curve) ratios.insert(p.skip_ratio);
-  }
+  for (const BucketDecision* d : decisions) by_context[d->bucket.context].push_back(d);
   for (const auto& [ctx, list] : by_context) {
     svg::Panel p;
     p.title = "context " + svg::tick_label(static_cast<double>(ctx));
     p.hlines = {1.0};
-    for (double s : ratios) {
+    for (double level : levels) {
       svg::Series line;
-      line.label = "skip " + format_number(s);
+      line.label = label + format_number(level);
       std::map<int, double> pts;
       for (const BucketDecision* d : list)
-        if (const SkipPoint* sp = at_skip(*d, s)) pts[d->bucket.batch] = sp->speedup;
+        if (const auto v = speedup(*d, level)) pts[d->bucket.batch] = *v;
       for (const auto& [b, v] : pts) {
         line.x.push_back(b);
         line.y.push_back(v);
@@ -62,6 +59,23 @@ svg::Chart skip_speedup_chart(const std::vector<BucketDecision>& ds) {
     c.panels.push_back(std::move(p));
   }
   return c;
+}
+
+svg::Chart skip_speedup_chart(const std::vector<BucketDecision>& ds) {
+  std::vector<const BucketDecision*> with_skip;
+  std::set<double> ratios;
+  for (const auto& d : ds) {
+    if (d.skip_curve.empty()) continue;
+    with_skip.push_back(&d);
+    for (const SkipPoint& p : d.skip_curve) ratios.insert(p.skip_ratio);
+  }
+  return speedup_vs_batch("MAC speedup over full attention at forced KV skip ratios: " +
+                              (ds.empty() ? std::string() : ds[0].bucket.shape.text()),
+                          with_skip, std::vector<double>(ratios.begin(), ratios.end()), "skip ",
+                          [](const BucketDecision& d, double s) -> std::optional<double> {
+                            if (const SkipPoint* sp = at_skip(d, s)) return sp->speedup;
+                            return std::nullopt;
+                          });
 }
 
 std::string skip_markdown(const std::vector<BucketDecision>& ds, const std::string& shape) {

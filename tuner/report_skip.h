@@ -4,6 +4,8 @@
 // because their skip ratio was unreachable.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,15 @@
 #include "tuner/svg.h"
 
 namespace mactune::tuner {
+
+// MAC's speedup against batch, one panel per context, one line per level (a hit rate or a
+// skip ratio) labelled `label` + the level, log scales, a dashed 1x line; `speedup(d, level)`
+// is the bucket's speedup there, nullopt where it was not measured. The hit-rate chart
+// (report.cpp) and the skip-ratio chart are both this.
+svg::Chart speedup_vs_batch(
+    std::string title, const std::vector<const BucketDecision*>& decisions,
+    const std::vector<double>& levels, const std::string& label,
+    const std::function<std::optional<double>(const BucketDecision&, double)>& speedup);
 
 // Whether any bucket of the list has skip-ratio points.
 bool has_skip_curve(const std::vector<BucketDecision>& shape_decisions);

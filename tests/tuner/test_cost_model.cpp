@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "tuner/cost_model.h"
@@ -266,102 +267,84 @@ TEST(CostModel, PredictsContextsItDidNotFit) {
   EXPECT_NE(md.find("did not see"), std::string::npos);
 }
 
+// Two decided buckets of one shape at two values of one axis (`with` sets it on a step), each
+// with the model's own predicted break-even: the table's boundary between them is the model's.
+struct BoundaryCase {
+  std::vector<ModelRow> rows = model_rows(1.0);
+  DeviceModels m;
+  StepSpec s = step(4, 4096, 0.0);
+  Decided d;
+  std::function<StepSpec(int)> at;
+
+  BoundaryCase(std::function<void(StepSpec&, int)> with, std::initializer_list<int> values) {
+    DeviceFingerprint dev;
+    dev.backend = "cpu";
+    dev.threads = 2;
+    m = fit_device_models(rows, dev);
+    s.forced.lag = {LagKind::uniform, 1, 32};
+    at = [this, with](int v) {
+      StepSpec x = s;
+      with(x, v);
+      return x;
+    };
+    d.device = dev;
+    const Launch launch = parse_launch("cpu", "threads=2,chunk_tokens=256,block_rows=16");
+    for (int v : values) {
+      const StepSpec x = at(v);
+      BucketDecision b;
+      b.bucket = Bucket::of(x.shape, x.context);
+      b.full.config = {"full_cpu_test", launch, std::nullopt};
+      b.mac.config = {"mac_cpu_test", launch, s.mac};
+      b.break_even.status = "ok";
+      b.break_even.hit_rate = be_at(v);
+      d.decisions.push_back(b);
+    }
+  }
+  double be_at(int v) const { return *predicted_break_even(m.mac, m.full, at(v), 0.005); }
+  // Whether the model's break-even at v is nearer the upper bucket's than the lower's.
+  bool nearer_upper(int v) const {
+    const double lo = *d.decisions[0].break_even.hit_rate, hi = *d.decisions[1].break_even.hit_rate;
+    return std::abs(be_at(v) - hi) < std::abs(be_at(v) - lo);
+  }
+};
+
 // The table's context boundary between two buckets whose break-evens differ goes where the
 // model's predicted break-even passes from nearer the lower one's to nearer the upper one's.
 TEST(CostModel, ContextBoundariesGoWhereThePredictedDecisionChanges) {
-  const auto rows = model_rows(1.0);
-  DeviceFingerprint dev;
-  dev.backend = "cpu";
-  dev.threads = 2;
-  const DeviceModels m = fit_device_models(rows, dev);
-  const Launch launch = parse_launch("cpu", "threads=2,chunk_tokens=256,block_rows=16");
-  StepSpec s = step(4, 4096, 0.0);
-  s.forced.lag = {LagKind::uniform, 1, 32};
-  auto be_at = [&](int ctx) {
-    StepSpec x = s;
-    x.context = ctx;
-    return *predicted_break_even(m.mac, m.full, x, 0.005);
-  };
-  Decided d;
-  d.device = dev;
-  for (int ctx : {4096, 65536}) {
-    BucketDecision b;
-    b.bucket = Bucket::of(s.shape, ctx);
-    b.full.config = {"full_cpu_test", launch, std::nullopt};
-    b.mac.config = {"mac_cpu_test", launch, s.mac};
-    b.break_even.status = "ok";
-    b.break_even.hit_rate = be_at(ctx);
-    d.decisions.push_back(b);
-  }
-  const double lo_be = *d.decisions[0].break_even.hit_rate;
-  const double hi_be = *d.decisions[1].break_even.hit_rate;
-  ASSERT_GT(lo_be - hi_be, 0.02) << "MAC's fixed costs weigh less at long contexts";
-  const auto measured = make_table(d, "t.db");
+  const BoundaryCase c([](StepSpec& x, int ctx) { x.context = ctx; }, {4096, 65536});
+  ASSERT_GT(c.be_at(4096) - c.be_at(65536), 0.02)
+      << "MAC's fixed costs weigh less at long contexts";
+  const auto measured = make_table(c.d, "t.db");
   ASSERT_EQ(measured.entries.size(), 2u);
   EXPECT_EQ(measured.entries[0].context.hi, std::optional<std::int64_t>(65535));
-  const auto t = make_table(d, "t.db", {&m, &rows});
+  const auto t = make_table(c.d, "t.db", {&c.m, &c.rows});
   const std::int64_t boundary = t.entries[1].context.lo;
   EXPECT_EQ(t.entries[0].context.lo, 1);
   EXPECT_EQ(t.entries[0].context.hi, std::optional<std::int64_t>(boundary - 1));
   EXPECT_GT(boundary, 4096);
   EXPECT_LT(boundary, 65536);
-  auto nearer_upper = [&](std::int64_t ctx) {
-    const double be = be_at(static_cast<int>(ctx));
-    return std::abs(be - hi_be) < std::abs(be - lo_be);
-  };
-  EXPECT_TRUE(nearer_upper(boundary));
-  EXPECT_FALSE(nearer_upper(boundary - boundary / 32)) << "bisected to 1/64 of the context";
+  EXPECT_TRUE(c.nearer_upper(static_cast<int>(boundary)));
+  EXPECT_FALSE(c.nearer_upper(static_cast<int>(boundary - boundary / 32)))
+      << "bisected to 1/64 of the context";
   EXPECT_NE(t.entries[1].note.find("from the cost model"), std::string::npos);
 }
 
-// Likewise the batch boundary: two buckets of one context at batch 1 and 16 whose break-evens
-// differ (MAC's fixed cost per step weighs less at a larger batch); the boundary goes where the
-// predicted break-even passes over, and the other context's row shares it.
+// Likewise the batch boundary, between batch 1 and 16 at one context (MAC's fixed cost per
+// step weighs less at a larger batch).
 TEST(CostModel, BatchBoundariesGoWhereThePredictedDecisionChanges) {
-  const auto rows = model_rows(1.0);
-  DeviceFingerprint dev;
-  dev.backend = "cpu";
-  dev.threads = 2;
-  const DeviceModels m = fit_device_models(rows, dev);
-  const Launch launch = parse_launch("cpu", "threads=2,chunk_tokens=256,block_rows=16");
-  StepSpec s = step(4, 4096, 0.0);
-  s.forced.lag = {LagKind::uniform, 1, 32};
-  auto be_at = [&](int batch) {
-    StepSpec x = s;
-    x.shape.batch = batch;
-    return *predicted_break_even(m.mac, m.full, x, 0.005);
-  };
-  Decided d;
-  d.device = dev;
-  for (int batch : {1, 16}) {
-    BucketDecision b;
-    Problem shape = s.shape;
-    shape.batch = batch;
-    b.bucket = Bucket::of(shape, s.context);
-    b.full.config = {"full_cpu_test", launch, std::nullopt};
-    b.mac.config = {"mac_cpu_test", launch, s.mac};
-    b.break_even.status = "ok";
-    b.break_even.hit_rate = be_at(batch);
-    d.decisions.push_back(b);
-  }
-  const double lo_be = *d.decisions[0].break_even.hit_rate;
-  const double hi_be = *d.decisions[1].break_even.hit_rate;
-  ASSERT_GT(std::abs(lo_be - hi_be), 0.02) << lo_be << " vs " << hi_be;
-  const auto measured = make_table(d, "t.db");
+  const BoundaryCase c([](StepSpec& x, int batch) { x.shape.batch = batch; }, {1, 16});
+  ASSERT_GT(std::abs(c.be_at(1) - c.be_at(16)), 0.02) << c.be_at(1) << " vs " << c.be_at(16);
+  const auto measured = make_table(c.d, "t.db");
   ASSERT_EQ(measured.entries.size(), 2u);
   EXPECT_EQ(measured.entries[0].batch.hi, std::optional<std::int64_t>(15));
-  const auto t = make_table(d, "t.db", {&m, &rows});
+  const auto t = make_table(c.d, "t.db", {&c.m, &c.rows});
   const std::int64_t boundary = t.entries[1].batch.lo;
   EXPECT_EQ(t.entries[0].batch.lo, 1);
   EXPECT_EQ(t.entries[0].batch.hi, std::optional<std::int64_t>(boundary - 1));
   EXPECT_GT(boundary, 1);
   EXPECT_LT(boundary, 16);
-  auto nearer_upper = [&](std::int64_t batch) {
-    const double be = be_at(static_cast<int>(batch));
-    return std::abs(be - hi_be) < std::abs(be - lo_be);
-  };
-  EXPECT_TRUE(nearer_upper(boundary));
-  EXPECT_FALSE(nearer_upper(boundary - 1)) << "bisected to one batch";
+  EXPECT_TRUE(c.nearer_upper(static_cast<int>(boundary)));
+  EXPECT_FALSE(c.nearer_upper(static_cast<int>(boundary - 1))) << "bisected to one batch";
   EXPECT_NE(t.entries[1].note.find("batch boundary"), std::string::npos) << t.entries[1].note;
 }
 
