@@ -109,6 +109,7 @@ std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
       if (f != chosen_full.end() && f->second->launch() != p.launch()) {
         TunePoint base = *f->second;
         base.forced.hit_rate = *s.next;
+        base.index = probe.index;  // owned by the probe's shard: measured in its group
         probes.push_back(base);
       }
     }

@@ -57,7 +57,8 @@ SearchStatus search_status(const BreakEven& be, double resolution, int units,
 std::vector<int> work_changes(const TunePoint& p, int units);
 
 // The next probes of every open search: the grid point of each bucket's chosen MAC config and
-// variant, at the probe's hit rate (its index kept: the same shard owns it).
+// variant, at the probe's hit rate (its index kept: the same shard owns it; the chosen full
+// config's probe takes the same index, so both sides are measured together).
 std::vector<TunePoint> next_probes(const std::vector<BucketDecision>& decisions,
                                    const std::vector<TunePoint>& grid, double resolution);
 

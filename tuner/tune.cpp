@@ -9,6 +9,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "db/store.h"
@@ -68,6 +69,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   std::vector<std::string> unreachable;
   std::vector<TunePoint> points = expand_grid(spec, &unreachable);
   for (const std::string& u : unreachable) progress.note("mactune: skipped, unreachable: " + u);
+  const std::vector<TunePoint> all_points = points;  // the whole grid: the search needs it
   if (opt.shard) points = shard_points(points, opt.shard->first, opt.shard->second);
 
   TuneResult res;
@@ -151,16 +153,38 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     progress.finish();
     // The break-even search: rounds of one probe per open bucket, each decided from what is
     // stored (grid and earlier probes), so a resumed or merged run continues where it was.
-    // A shard holds part of each bucket's grid: its decisions are not the bucket's; search
-    // after `db merge` (a run of the spec on the merged database measures only the probes).
-    if (spec.search_break_even && !opt.shard) {
+    // A shard searches the buckets whose whole grid its database holds (after `db merge` of
+    // the grid shards, each shard run on a copy of the merged database) and of those the ones
+    // it owns: a bucket's probes carry the grid index of its chosen MAC config's point, so one
+    // shard does the whole search of a bucket and the shards' probes are disjoint. A shard
+    // database holding only its own grid points searches nothing.
+    std::set<std::string> searchable;  // bucket keys (a sharded run: the complete buckets)
+    if (spec.search_break_even && opt.shard) {
+      std::map<std::string, bool> complete;
+      for (const TunePoint& p : all_points) {
+        auto [it, fresh] = complete.try_emplace(bucket_of(to_db_workload(p)).key(), true);
+        if (it->second && needs_measuring(keys_of(p))) it->second = false;
+      }
+      for (const auto& [key, whole] : complete)
+        if (whole) searchable.insert(key);
+    }
+    if (spec.search_break_even && (!opt.shard || !searchable.empty())) {
       const Selection sel{device_id, build_id, policy, cold};
       DecideOptions dopt;
       dopt.tie_tolerance = spec.tie_tolerance;
       dopt.ties = spec.ties;
       for (int round = 0; round < 16; ++round) {
-        const std::vector<TunePoint> probes =
-            next_probes(decide_only(store, sel, dopt).decisions, points, spec.resolution);
+        std::vector<BucketDecision> decisions = decide_only(store, sel, dopt).decisions;
+        std::vector<TunePoint> probes;
+        if (opt.shard) {
+          std::erase_if(decisions,
+                        [&](const BucketDecision& d) { return !searchable.count(d.bucket.key()); });
+          for (TunePoint& p : next_probes(decisions, all_points, spec.resolution))
+            if (static_cast<int>(p.index % std::size_t(opt.shard->second)) == opt.shard->first)
+              probes.push_back(std::move(p));
+        } else {
+          probes = next_probes(decisions, points, spec.resolution);
+        }
         std::vector<PointIds> probe_ids;
         std::vector<PendingPoint> todo_probes;
         for (const TunePoint& p : probes) probe_ids.push_back(keys_of(p));

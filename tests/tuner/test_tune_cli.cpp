@@ -124,6 +124,46 @@ TEST(TuneCli, BreakEvenSearchStoresProbesAndResumes) {
   EXPECT_EQ(count(dir.file("s.db"), "measurements"), std::int64_t(2 * (2 + probes)));
 }
 
+// The search in shards: grid shards search nothing (each holds part of every bucket); run on
+// copies of the merged grid, each shard searches the buckets it owns, the shards' probes are
+// disjoint, and their merge holds every bucket's finished search.
+TEST(TuneCli, ShardsSearchTheBucketsTheyOwnAfterTheMerge) {
+  TempDir dir;
+  dir.write("s.yaml", tiny_spec("s", "[1, 2]", "[2048]", "[0, 1]", "[128]", 5, "point", "search"));
+  auto tune = [&](const char* shard, const char* db) {
+    const auto r = run_mactune(dir, {"tune", "s.yaml", "--shard", shard, "--db", db});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.out;
+  };
+  auto probes_of = [&](const char* db) {  // "batch/hit rate" of every probe row
+    std::set<std::string> out;
+    const db::Store s = db::Store::open(dir.file(db), {.mode = db::OpenMode::read_only});
+    db::MeasurementFilter f;
+    f.device_id = s.devices().at(0).id;
+    for (const auto& row : s.measurements(f))
+      if (row.workload.forced.hit_rate != 0 && row.workload.forced.hit_rate != 1)
+        out.insert(std::to_string(row.workload.problem.batch) + "/" +
+                   db::format_double(row.workload.forced.hit_rate));
+    return out;
+  };
+  EXPECT_NE(tune("0/2", "g0.db").find("0 break-even probes"), std::string::npos);
+  EXPECT_NE(tune("1/2", "g1.db").find("0 break-even probes"), std::string::npos);
+  ASSERT_EQ(run_mactune(dir, {"db", "merge", "g0.db", "g1.db", "-o", "grid.db"}).rc, 0);
+  std::filesystem::copy_file(dir.file("grid.db"), dir.file("p0.db"));
+  std::filesystem::copy_file(dir.file("grid.db"), dir.file("p1.db"));
+  tune("0/2", "p0.db");
+  tune("1/2", "p1.db");
+  const auto p0 = probes_of("p0.db"), p1 = probes_of("p1.db");
+  EXPECT_GE(p0.size() + p1.size(), 1u) << "MAC is clearly faster at hit rate 1 only: a search";
+  for (const auto& p : p0) EXPECT_EQ(p1.count(p), 0u) << p << ": probed by both shards";
+  ASSERT_EQ(run_mactune(dir, {"db", "merge", "p0.db", "p1.db", "-o", "all.db"}).rc, 0);
+  const auto r = run_mactune(dir, {"tune", "s.yaml", "--db", "all.db", "--no-report"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("0 measured, 4 already stored, 0 failed, 0 break-even probes"),
+            std::string::npos)
+      << "every search finished in its shard: " << r.out;
+}
+
 // `mactune predict` on a database the binary tuned: fitted on two contexts, the third measured
 // one is predicted with its error, an unmeasured 1M is predicted alone; bad flags are one line.
 TEST(TuneCli, PredictFitsStoredRowsAndPredictsUnseenContexts) {
