@@ -8,6 +8,7 @@ mactune_add_fuzzer(fuzz_spec
           ${PROJECT_SOURCE_DIR}/tuner/axes.cpp
           ${PROJECT_SOURCE_DIR}/tuner/expr.cpp
           ${PROJECT_SOURCE_DIR}/tuner/grid.cpp
+          ${PROJECT_SOURCE_DIR}/tuner/skip_ratio.cpp
           ${PROJECT_SOURCE_DIR}/tuner/stats.cpp
   LIBS mactune::kernels yaml-cpp)
 mactune_add_fuzzer(fuzz_expr

@@ -61,6 +61,10 @@ class Parser {
  public:
   Parser(std::string_view text, const std::set<std::string>& known) : s_(text), known_(known) {}
 
+  // Parentheses, '!'/'not' and unary '-' nest by recursion: deeper than this is refused (a
+  // constraint is a line of a spec; fuzz_expr overflowed the stack with 900 '(').
+  static constexpr int kMaxNesting = 64;
+
   NodeP parse_all() {
     NodeP n = parse_or();
     skip_space();
@@ -75,6 +79,16 @@ class Parser {
     input_error(detail::one_line(detail::concat(parts...)), " at column ", pos_ + 1, " of '",
                 detail::one_line(s_), "'");
   }
+  // One level of nesting while alive.
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.depth_ > kMaxNesting) p.fail("expression nests deeper than ", kMaxNesting, " levels");
+    }
+    ~Nest() { --p.depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
   void skip_space() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
   }
@@ -102,8 +116,10 @@ class Parser {
   }
   NodeP parse_not() {
     skip_space();
-    if (s_.substr(pos_, 2) != "!=" && eat("!")) return make(Op::lnot, {parse_not()});
-    if (eat("not")) return make(Op::lnot, {parse_not()});
+    if ((s_.substr(pos_, 2) != "!=" && eat("!")) || eat("not")) {
+      const Nest nest(*this);
+      return make(Op::lnot, {parse_not()});
+    }
     return parse_cmp();
   }
   NodeP parse_cmp() {
@@ -152,13 +168,17 @@ class Parser {
     return r;
   }
   NodeP parse_unary() {
-    if (eat("-")) return make(Op::neg, {parse_unary()});
+    if (eat("-")) {
+      const Nest nest(*this);
+      return make(Op::neg, {parse_unary()});
+    }
     return parse_atom();
   }
   NodeP parse_atom() {
     skip_space();
     if (pos_ >= s_.size()) fail("expression ends early");
     if (eat("(")) {
+      const Nest nest(*this);
       NodeP n = parse_or();
       if (!eat(")")) fail("expected ')'");
       return n;
@@ -214,6 +234,7 @@ class Parser {
   std::string_view s_;
   const std::set<std::string>& known_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // nesting now (Nest)
 };
 
 std::optional<double> eval_node(const Expr::Node& n, const Expr::Lookup& lookup) {

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/fields.h"
@@ -57,6 +60,31 @@ TEST(TunerExpr, SyntaxErrorsNameTheColumn) {
   EXPECT_THROW(Expr::parse("K >= 2r", kNames), InputError);
   EXPECT_THROW(Expr::parse("K # r", kNames), InputError);
   EXPECT_THROW(Expr::parse("foo(K)", kNames), InputError);
+}
+
+// Nesting is refused past 64 levels with one line, not a stack overflow (fuzz_expr found one
+// with 900 '('); 64 levels of each kind still parse.
+TEST(TunerExpr, DeepNestingIsAnErrorNotAStackOverflow) {
+  auto nested = [](const std::string& open, const std::string& close, int n) {
+    std::string t;
+    for (int i = 0; i < n; ++i) t += open;
+    t += "K";
+    for (int i = 0; i < n; ++i) t += close;
+    return t + " > 0";
+  };
+  EXPECT_DOUBLE_EQ(eval(nested("(", ")", 64), {{"K", 2}}), 1);
+  EXPECT_DOUBLE_EQ(eval(nested("-", "", 64), {{"K", 2}}), 1);
+  EXPECT_DOUBLE_EQ(eval("!" + nested("!", "", 63), {{"K", 2}}), 1);
+  for (const auto& [open, close] :
+       std::vector<std::pair<std::string, std::string>>{{"(", ")"}, {"-", ""}, {"!", ""}}) {
+    try {
+      Expr::parse(nested(open, close, 100000), kNames);
+      ADD_FAILURE() << "no error for 100000 levels of '" << open << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("nests deeper than 64 levels"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(TunerExpr, ConstantZeroDivisorIsRefusedTheSameWayForDivisionAndModulo) {
