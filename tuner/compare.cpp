@@ -241,8 +241,7 @@ void compare_ratios(const Side& b, const Side& n, double threshold, Comparison& 
 std::map<Bucket, BreakEven> break_evens_of(const db::Store& s, const CompareSide& side) {
   std::map<Bucket, BreakEven> out;
   const Selection sel = select_rows(s, side.device_digest, DeviceFingerprint{});
-  if (load_pairs(s, sel).pairs.empty()) return out;
-  for (const BucketDecision& d : decide_only(s, sel, DecideOptions{}).decisions)
+  for (const BucketDecision& d : decide_loaded(s, sel, load_pairs(s, sel), {}).decisions)
     out[d.bucket] = d.break_even;
   return out;
 }
@@ -405,19 +404,13 @@ std::string compare_markdown(const Comparison& c) {
   list("Only in BASE", c.only_base);
   list("Only in NEW", c.only_new);
   if (!c.break_evens.empty()) {
-    auto text = [](const BreakEven& be) {
-      if (!be.hit_rate) return be.status;
-      const std::string bracket = bracket_text(be);
-      return format_number(*be.hit_rate) +
-             (be.lo.value_or(*be.hit_rate) < *be.hit_rate ? " " + bracket : "");
-    };
     o << "## Break-even\n\nEach database decided afresh from its own rows. Agree: within "
       << format_number(c.resolution)
       << " of each other, or one inside the other's bracket ((lo, hi]; [lo, hi] where the sides "
          "tie at lo).\n\n| bucket | BASE | NEW | |\n|---|---|---|---|\n";
     for (const ComparedBreakEven& b : c.break_evens)
-      o << "| " << bucket_title(b.bucket) << " | " << text(b.base) << " | " << text(b.next) << " | "
-        << (b.agree ? "agree" : "**differ**") << " |\n";
+      o << "| " << bucket_title(b.bucket) << " | " << break_even_text(b.base) << " | "
+        << break_even_text(b.next) << " | " << (b.agree ? "agree" : "**differ**") << " |\n";
     o << "\n";
   }
   o << compare_summary(c) << "\n";

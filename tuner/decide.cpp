@@ -135,6 +135,13 @@ std::string bracket_text(const BreakEven& be) {
   return (be.lo_closed ? "[" : "(") + format_number(lo) + ", " + format_number(*be.hit_rate) + "]";
 }
 
+std::string break_even_text(const BreakEven& be) {
+  if (!be.hit_rate) return be.status;
+  std::string t = format_number(*be.hit_rate);
+  if (be.lo && *be.lo < *be.hit_rate) t += " " + bracket_text(be);
+  return t;
+}
+
 std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt) {
   std::map<Bucket, std::vector<const PairRow*>> by_bucket;
   for (const PairRow& r : rows) by_bucket[r.bucket].push_back(&r);

@@ -143,6 +143,9 @@ BreakEven break_even_of(std::vector<CurvePoint> curve);
 // "(0.5, 0.625]", "[0.78125, 1]" (closed at a tie), "[0, 0]" (MAC faster from hit rate 0);
 // empty when there is no break-even.
 std::string bracket_text(const BreakEven& be);
+// "0.9 (0.5, 0.9]", "1 [0.78125, 1]", "0" (from hit rate 0), or the status: the break-even and
+// its bracket, as the report and `compare` print it.
+std::string break_even_text(const BreakEven& be);
 
 // Decides every bucket that has measurements. Buckets come out sorted by Bucket order.
 std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt);

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "dispatcher/dispatch.h"
 #include "kernels/error.h"
@@ -14,18 +15,24 @@
 
 namespace mactune::tuner {
 
-Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions opt) {
+Decided decide_loaded(const db::Store& store, const Selection& sel, LoadedPairs loaded,
+                      DecideOptions opt) {
   Decided d;
   d.selection = sel;
   for (const auto& row : store.devices())
     if (row.id == sel.device_id) d.device = row.fingerprint;
-  d.loaded = load_pairs(store, sel);
-  if (d.loaded.pairs.empty())
-    input_error(store.path(),
-                ": no complete measurement pairs (MAC and its baseline) to decide from");
+  d.loaded = std::move(loaded);
   opt.incumbents = load_incumbents(store, sel);
   d.decisions = decide(d.loaded.pairs, opt);
   return d;
+}
+
+Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions opt) {
+  LoadedPairs loaded = load_pairs(store, sel);
+  if (loaded.pairs.empty())
+    input_error(store.path(),
+                ": no complete measurement pairs (MAC and its baseline) to decide from");
+  return decide_loaded(store, sel, std::move(loaded), std::move(opt));
 }
 
 Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt) {

@@ -35,6 +35,9 @@ struct Decided {
 // opt.tie_tolerance and opt.ties as given), without
 // writing anything (a read-only database). InputError when there is nothing to decide.
 Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions opt);
+// The same over pairs already loaded from the selection (which may be none).
+Decided decide_loaded(const db::Store& store, const Selection& sel, LoadedPairs loaded,
+                      DecideOptions opt);
 // The same, and writes the decisions back (best_configs, break_even).
 Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt);
 

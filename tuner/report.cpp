@@ -38,14 +38,6 @@ std::string x2(double v) {
   return o.str();
 }
 
-// "0.9 (0.5, 0.9]", "1 [0.78125, 1]": the break-even and its bracket.
-std::string break_even_text(const BreakEven& be) {
-  if (!be.hit_rate) return be.status;
-  std::string t = format_number(*be.hit_rate);
-  if (be.lo && *be.lo < *be.hit_rate) t += " " + bracket_text(be);
-  return t;
-}
-
 std::string settings_text(const Choice& c) {
   return c.config.mac ? fields_text(*c.config.mac) : "";
 }

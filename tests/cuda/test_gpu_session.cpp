@@ -33,6 +33,17 @@ SessionOptions options(bool graph) {
   return o;
 }
 
+// Three requests of 3000, 3100 and 3200 tokens of synthetic KV (different lengths: the forced
+// quotas are per request), their ids in step order.
+std::vector<int> add_prefilled(Session& s) {
+  std::vector<int> ids;
+  for (int r = 0; r < 3; ++r) {
+    ids.push_back(s.add_request());
+    s.prefill_synthetic(ids.back(), 3000 + 100 * r, 7 + r);
+  }
+  return ids;
+}
+
 // A device buffer of floats for step_device (the test's own: the session allocates nothing).
 struct DeviceFloats {
   float* p = nullptr;
@@ -202,11 +213,7 @@ TEST(SessionCuda, SyntheticPrefillWithForcedHitsMeetsTheQuota) {
     o.forced.hit_rate = rate;
     o.forced.lag = {LagKind::uniform, 1, 64};
     Session s(o);
-    std::vector<int> ids;
-    for (int r = 0; r < 3; ++r) {
-      ids.push_back(s.add_request());
-      s.prefill_synthetic(ids.back(), 3000 + 100 * r, 7 + r);
-    }
+    const std::vector<int> ids = add_prefilled(s);
     Inputs in(o.shape, o.mac.band, 8);
     for (int t = 0; t < 4; ++t) {
       std::vector<float> q, k, v;
@@ -237,11 +244,7 @@ TEST(SessionCuda, SyntheticPrefillWithForcedSkipRatioIsExactToTheToken) {
     o.forced.quota = ForcedQuota::skip_ratio;
     o.forced.skip_ratio = skip;
     Session s(o);
-    std::vector<int> ids;
-    for (int r = 0; r < 3; ++r) {
-      ids.push_back(s.add_request());
-      s.prefill_synthetic(ids.back(), 3000 + 100 * r, 7 + r);
-    }
+    const std::vector<int> ids = add_prefilled(s);
     Inputs in(o.shape, o.mac.band, 8);
     for (int t = 0; t < 3; ++t) {
       std::vector<float> q, k, v;

@@ -14,6 +14,22 @@ using testing::migrations_up_to;
 using testing::ok_point;
 using testing::TempDir;
 
+// One ok MAC row (5 samples of 1 ms) written with the columns every schema version has, as a
+// build of an older version would have written it (its store cannot: the API writes today's).
+Measurement insert_old_row(Store& old) {
+  const Keys k = add_keys(old);
+  const Measurement m = ok_point(k, k.mac, k.w0, 1e-3);
+  old.connection().exec(
+      "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
+      " cold, status, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples, started_at,"
+      " finished_at) VALUES (" +
+      std::to_string(m.point.device_id) + ", " + std::to_string(m.point.build_id) + ", " +
+      std::to_string(m.point.instance_id) + ", '" + m.point.params + "', " +
+      std::to_string(m.point.workload_id) + ", '" + m.point.policy +
+      "', 1, 'ok', 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5, 'x', 'y')");
+  return m;
+}
+
 // A database written before the partial flag (schema v3) migrates: its rows are complete.
 TEST(Store_Measurement, OlderDatabaseMigratesWithCompleteRows) {
   TempDir dir;
@@ -22,16 +38,7 @@ TEST(Store_Measurement, OlderDatabaseMigratesWithCompleteRows) {
   {
     Store old = Store::open(dir.file("a.db"), {.migrations = &v3});
     EXPECT_EQ(old.schema_version(), 3);
-    const Keys k = add_keys(old);
-    m = ok_point(k, k.mac, k.w0, 1e-3);
-    old.connection().exec(
-        "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
-        " cold, status, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples, started_at,"
-        " finished_at) VALUES (" +
-        std::to_string(m.point.device_id) + ", " + std::to_string(m.point.build_id) + ", " +
-        std::to_string(m.point.instance_id) + ", '" + m.point.params + "', " +
-        std::to_string(m.point.workload_id) + ", '" + m.point.policy +
-        "', 1, 'ok', 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5, 'x', 'y')");
+    m = insert_old_row(old);
   }
   Store s = Store::open(dir.file("a.db"));
   EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));
@@ -81,16 +88,7 @@ TEST(Store_Measurement, V4DatabaseMigratesWithoutSamples) {
   {
     Store old = Store::open(dir.file("a.db"), {.migrations = &v4});
     EXPECT_EQ(old.schema_version(), 4);
-    const Keys k = add_keys(old);
-    m = ok_point(k, k.mac, k.w0, 1e-3);
-    old.connection().exec(
-        "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
-        " cold, status, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples, started_at,"
-        " finished_at) VALUES (" +
-        std::to_string(m.point.device_id) + ", " + std::to_string(m.point.build_id) + ", " +
-        std::to_string(m.point.instance_id) + ", '" + m.point.params + "', " +
-        std::to_string(m.point.workload_id) + ", '" + m.point.policy +
-        "', 1, 'ok', 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 1e-3, 5, 'x', 'y')");
+    m = insert_old_row(old);
   }
   Store s = Store::open(dir.file("a.db"));
   EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));

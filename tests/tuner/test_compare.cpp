@@ -161,7 +161,9 @@ TEST(CompareStores, SlowerExactlyWhereTheNewBuildIsSlower) {
   for (const ComparedPoint& p : c.points) {
     const bool slowed = p.instance.starts_with("mac_") && p.params == "chunk_tokens=128";
     EXPECT_EQ(p.change, slowed ? Change::slower : Change::same) << p.instance << " " << p.params;
-    if (slowed) EXPECT_DOUBLE_EQ(p.ratio, 1.5);
+    if (slowed) {
+      EXPECT_DOUBLE_EQ(p.ratio, 1.5);
+    }
   }
   EXPECT_TRUE(c.any_slower());
   const std::string md = compare_markdown(c);
