@@ -179,9 +179,8 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
         if (opt.shard) {
           std::erase_if(decisions,
                         [&](const BucketDecision& d) { return !searchable.count(d.bucket.key()); });
-          for (TunePoint& p : next_probes(decisions, all_points, spec.resolution))
-            if (static_cast<int>(p.index % std::size_t(opt.shard->second)) == opt.shard->first)
-              probes.push_back(std::move(p));
+          probes = shard_points(next_probes(decisions, all_points, spec.resolution),
+                                opt.shard->first, opt.shard->second);
         } else {
           probes = next_probes(decisions, points, spec.resolution);
         }
