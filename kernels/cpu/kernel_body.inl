@@ -189,14 +189,45 @@ inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, co
 
 // acc_h = alpha_h acc_h + sum_r p[h, r] v_r for HT heads over the block rows r in [r0, r1)
 // (acc rows stride D). With `next`, also prefetches the next block's nb_next V rows, each line
-// once over the passes. Tiled: the rows come in whole 16-row tiles, each contiguous in memory
-// (next[t] for t a multiple of 16 starts one), and each pass prefetches its share of every
-// tile's lines by address, with no per-row pointer loads.
+// once over the passes: each pass its share of them (the lines of its bytes of a row), spread
+// over its row loop, a row's worth each row, so that the prefetches go out at the pace the
+// rows are consumed. Tiled: the rows come in whole 16-row tiles, each contiguous in memory
+// (next[t] for t a multiple of 16 starts one), and a pass's share of a tile is a run of lines,
+// prefetched in address order by address, with no per-row pointer loads.
+// Measured with bench_cpu on the 2-vCPU Xeon VM (AVX-512; 2 threads, full attention, 32/8
+// heads, D 128, bf16, pages of 16; old and new binaries interleaved, 2 rounds, 2026-12-01):
+// a pass's whole share at its start, 21.9 and 85.7 ms a step at 32K and 128K x batch 4 and
+// 22.1 ms at 128K x 1; spread over its rows, 19.2, 75.6 and 19.5 ms. A burst of prefetches
+// fills the line-fill buffers and stalls the loads the arithmetic waits on: moving the next
+// block's V prefetches into the score loop (a burst there) was 12% slower, prefetching 2 or 3
+// blocks ahead 5-12% slower, with the non-temporal hint twice as slow. (The row-major path
+// spreads its prefetches the same way; it was not measured separately.)
 template <int D, class T, int HT, bool Tiled>
 inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, const float* alpha,
                     float* acc, const T* const* next, int nb_next) {
   constexpr int P = kPairsPerPass<HT, D>;
+  constexpr int kPassBytes = P * kL2 * static_cast<int>(sizeof(T));  // of a row, per pass
+  // Tiled: a pass's share of one tile, in lines (8 or more), and of the next block.
+  constexpr int kTileLines = kKTileRows * kPassBytes / 64;
+  static_assert(!Tiled || kKTileRows * kPassBytes % 64 == 0);
+  const int share = !next ? 0 : Tiled ? nb_next / kKTileRows * kTileLines : nb_next;
   for (int d = 0; d < D; d += P * kL2) {
+    // Share unit i: tiled, line i of the pass's lines of the next block's tiles; row-major,
+    // the lines that start within this pass's bytes of next row i.
+    const int l0 = d / (P * kL2) * kTileLines;
+    auto prefetch_unit = [&](int i) {
+      if constexpr (Tiled) {
+        __builtin_prefetch(reinterpret_cast<const std::byte*>(next[i / kTileLines * kKTileRows]) +
+                               (l0 + i % kTileLines) * 64,
+                           0, 3);
+      } else {
+        for (std::size_t c = (d * sizeof(T) + 63) / 64 * 64; c < d * sizeof(T) + kPassBytes;
+             c += 64)
+          __builtin_prefetch(reinterpret_cast<const std::byte*>(next[i]) + c, 0, 3);
+      }
+    };
+    // Units for row step q: [unit(q), unit(q + 1)); what the rows leave, after them.
+    auto unit = [&](int q) { return std::min(Tiled ? q * kTileLines / kKTileRows : q, share); };
     typename V::reg oa[HT][P], ob[HT][P];
     MACTUNE_UNROLL
     for (int h = 0; h < HT; ++h) {
@@ -207,21 +238,8 @@ inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, 
         ob[h][c] = V::mul(al, V::load(acc + h * D + d + c * kL2 + V::L));
       }
     }
-    if (next) {
-      if constexpr (Tiled) {  // the pass's share: 16 rows x its bytes of a row, in lines
-        constexpr int kLinesPerPass = kKTileRows * P * kL2 * sizeof(T) / 64;  // 8 or more
-        static_assert(kKTileRows * P * kL2 * sizeof(T) % 64 == 0);
-        const int l0 = d / (P * kL2) * kLinesPerPass;
-        for (int t = 0; t < nb_next; t += kKTileRows) {
-          const std::byte* tile = reinterpret_cast<const std::byte*>(next[t]);
-          for (int l = l0; l < l0 + kLinesPerPass; ++l) __builtin_prefetch(tile + l * 64, 0, 3);
-        }
-      } else {  // the lines that start within this pass's bytes of a row
-        for (std::size_t c = (d * sizeof(T) + 63) / 64 * 64; c < (d + P * kL2) * sizeof(T); c += 64)
-          prefetch_rows(next, nb_next, c);
-      }
-    }
     for (int r = r0; r < r1; ++r) {
+      for (int i = unit(r - r0); i < unit(r - r0 + 1); ++i) prefetch_unit(i);
       typename V::reg va[P], vb[P];
       MACTUNE_UNROLL
       for (int c = 0; c < P; ++c) V::load_pair(v[r] + d + c * kL2, va[c], vb[c]);
@@ -235,6 +253,7 @@ inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, 
         }
       }
     }
+    for (int i = unit(r1 - r0); i < share; ++i) prefetch_unit(i);
     MACTUNE_UNROLL
     for (int h = 0; h < HT; ++h) MACTUNE_UNROLL
     for (int c = 0; c < P; ++c) {
@@ -329,8 +348,8 @@ void attend_layout(const AttendArgs& a) {
   // Order matters as much as distance: a tiled block's V lines prefetched in address order
   // (each 16-row tile is 16 contiguous rows) instead of line c of each of its 16 rows in turn
   // made full attention 15-22% faster in the benchmark at 32K and 128K (old and new binaries
-  // interleaved, 4 rounds, 2026-11-30). Prefetching two blocks ahead was within the noise of
-  // one; blocks of 32 rows were slower.
+  // interleaved, 4 rounds, 2026-11-30). Spreading those V prefetches over the rows they
+  // accompany gained 11-13% more (pv_tile).
   const KvView& kv = a.kv;
   int page = first_row / kv.page_size, off = first_row % kv.page_size;
   // Rows a block starting at j0 takes from the page table: up to hi, whole tiles when tiled.
