@@ -39,7 +39,7 @@ std::uint64_t sum_words(const std::uint64_t* p, std::size_t n) {
   return s;
 }
 
-// The same with 32-byte loads, as the AVX2 and AVX-512 kernels read. The narrow loop above
+// The same with 32-byte loads, as the AVX2 kernels read. The narrow loop above
 // under-reads DRAM: on the Zen 3 build VM, 2 threads, 18-20 GB/s against 26-31 GB/s with this
 // one (3 interleaved rounds of 5 passes each), and the kernels then beat their "bound".
 [[gnu::target("avx2")]] std::uint64_t sum_words_avx2(const std::uint64_t* p, std::size_t n) {

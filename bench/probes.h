@@ -25,7 +25,7 @@ struct Roofline {
 };
 
 // Median over `passes` of one full read of a buffer of `bytes` split over the pool, with the
-// load width of `isa`'s kernels (32 bytes on AVX2 and AVX-512, 8 on the generic path).
+// load width of `isa`'s kernels (64 bytes on AVX-512, 32 on AVX2, 8 on the generic path).
 double read_bandwidth(cpu::ThreadPool& pool, std::size_t bytes, int passes, cpu::Isa isa);
 // The same over one buffer of max(8 x LLC, 256 MiB) allocated and touched once per process, on
 // all logical CPUs with the best ISA: a few passes of ~10 ms, cheap enough to take around each
