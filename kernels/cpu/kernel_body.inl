@@ -197,11 +197,11 @@ inline void qk_cols(const float* q, const T* const* tiles, float* s, int lds, co
 // Measured with bench_cpu on the 2-vCPU Xeon VM (AVX-512; 2 threads, full attention, 32/8
 // heads, D 128, bf16, pages of 16; old and new binaries interleaved, 2 rounds, 2026-12-01):
 // a pass's whole share at its start, 21.9 and 85.7 ms a step at 32K and 128K x batch 4 and
-// 22.1 ms at 128K x 1; spread over its rows, 19.2, 75.6 and 19.5 ms. A burst of prefetches
-// fills the line-fill buffers and stalls the loads the arithmetic waits on: moving the next
-// block's V prefetches into the score loop (a burst there) was 12% slower, prefetching 2 or 3
-// blocks ahead 5-12% slower, with the non-temporal hint twice as slow. (The row-major path
-// spreads its prefetches the same way; it was not measured separately.)
+// 22.1 ms at 128K x 1; spread over its rows, 19.2, 75.6 and 19.5 ms. (Our reading: a burst
+// of prefetches fills the line-fill buffers and stalls the loads the arithmetic waits on.)
+// Moving the next block's V prefetches into the score loop (a burst there) was 12% slower,
+// prefetching 2 or 3 blocks ahead 5-12% slower, with the non-temporal hint twice as slow.
+// (The row-major path spreads its prefetches the same way; it was not measured separately.)
 template <int D, class T, int HT, bool Tiled>
 inline void pv_tile(const float* p, int ldp, const T* const* v, int r0, int r1, const float* alpha,
                     float* acc, const T* const* next, int nb_next) {
