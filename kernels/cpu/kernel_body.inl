@@ -478,14 +478,6 @@ void dist2(const DistArgs& a) {
   alignas(64) float q[D];
   permute_in<T, D>(a.q, q);
   const T* ring = reinterpret_cast<const T*>(a.ring_q);
-  auto prefetch_slot = [&](int slot) {
-    if (slot + kDistAhead < a.slots)
-      for (std::size_t c = 0; c < D * sizeof(T); c += 64)
-        __builtin_prefetch(reinterpret_cast<const std::byte*>(
-                               ring + static_cast<std::size_t>(slot + kDistAhead) * D) +
-                               c,
-                           0, 3);
-  };
   constexpr int kSlots = 8;  // reduce8's count
   int slot = 0;
   for (; slot + kSlots <= a.slots; slot += kSlots) {
@@ -532,9 +524,9 @@ void dist2(const DistArgs& a) {
     }
     V::reduce8(e, a.d2 + slot);
   }
-  for (; slot < a.slots; ++slot) {  // the last slots one at a time
+  // The last slots (fewer than 8) one at a time; the group loop prefetched none of them.
+  for (; slot < a.slots; ++slot) {
     const T* x = ring + static_cast<std::size_t>(slot) * D;
-    prefetch_slot(slot);
     typename V::reg c = V::set1(1.0f);
     if (a.normalized) {
       typename V::reg n2 = V::zero();
