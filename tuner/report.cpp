@@ -73,9 +73,8 @@ svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
   std::vector<const BucketDecision*> all;
   for (const auto& d : ds) all.push_back(&d);
   const auto hs = hit_rates(ds);
-  return speedup_vs_batch("MAC speedup over full attention: " +
-                              (ds.empty() ? std::string() : ds[0].bucket.shape.text()),
-                          all, std::vector<double>(hs.begin(), hs.end()), "hit rate ",
+  return speedup_vs_batch("MAC speedup over full attention", all,
+                          std::vector<double>(hs.begin(), hs.end()), "hit rate ",
                           [](const BucketDecision& d, double h) -> std::optional<double> {
                             if (const CurvePoint* cp = at(d, h)) return cp->speedup;
                             return std::nullopt;

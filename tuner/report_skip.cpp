@@ -29,11 +29,11 @@ bool has_skip_curve(const std::vector<BucketDecision>& ds) {
 }
 
 svg::Chart speedup_vs_batch(
-    std::string title, const std::vector<const BucketDecision*>& decisions,
+    const std::string& what, const std::vector<const BucketDecision*>& decisions,
     const std::vector<double>& levels, const std::string& label,
     const std::function<std::optional<double>(const BucketDecision&, double)>& speedup) {
   svg::Chart c;
-  c.title = std::move(title);
+  c.title = what + ": " + (decisions.empty() ? std::string() : decisions[0]->bucket.shape.text());
   c.x_label = "batch";
   c.y_label = "speedup (full / MAC)";
   c.x_scale = svg::Scale::log2;
@@ -69,9 +69,8 @@ svg::Chart skip_speedup_chart(const std::vector<BucketDecision>& ds) {
     with_skip.push_back(&d);
     for (const SkipPoint& p : d.skip_curve) ratios.insert(p.skip_ratio);
   }
-  return speedup_vs_batch("MAC speedup over full attention at forced KV skip ratios: " +
-                              (ds.empty() ? std::string() : ds[0].bucket.shape.text()),
-                          with_skip, std::vector<double>(ratios.begin(), ratios.end()), "skip ",
+  return speedup_vs_batch("MAC speedup over full attention at forced KV skip ratios", with_skip,
+                          std::vector<double>(ratios.begin(), ratios.end()), "skip ",
                           [](const BucketDecision& d, double s) -> std::optional<double> {
                             if (const SkipPoint* sp = at_skip(d, s)) return sp->speedup;
                             return std::nullopt;

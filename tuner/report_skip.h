@@ -16,10 +16,11 @@ namespace mactune::tuner {
 
 // MAC's speedup against batch, one panel per context, one line per level (a hit rate or a
 // skip ratio) labelled `label` + the level, log scales, a dashed 1x line; `speedup(d, level)`
-// is the bucket's speedup there, nullopt where it was not measured. The hit-rate chart
-// (report.cpp) and the skip-ratio chart are both this.
+// is the bucket's speedup there, nullopt where it was not measured. Titled `what` + ": " + the
+// shape of the first decision. The hit-rate chart (report.cpp) and the skip-ratio chart are
+// both this.
 svg::Chart speedup_vs_batch(
-    std::string title, const std::vector<const BucketDecision*>& decisions,
+    const std::string& what, const std::vector<const BucketDecision*>& decisions,
     const std::vector<double>& levels, const std::string& label,
     const std::function<std::optional<double>(const BucketDecision&, double)>& speedup);
 

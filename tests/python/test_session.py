@@ -136,15 +136,22 @@ def test_ring_state_is_the_sessions(rng):
     assert np.array_equal(vv, v[5, 1])
 
 
-def test_forced_hits():
+def forced_session(forced):
+    """A batch-2 session (K 64, r 16) with `forced`, two requests of 256 tokens, and one
+    step's q, k, v."""
     opt = options(batch=2, K=64, r=16)
-    opt.forced = mactune.ForcedHits(enabled=True, hit_rate=1.0)
+    opt.forced = forced
     s = mactune.cpu.Session(opt)
     ids = [s.add_request() for _ in range(2)]
     for i in ids:
         s.prefill_synthetic(i, 256, seed=7)
     rng = np.random.default_rng(3)
     q, k, v = (x[0] for x in inputs(rng, 1, 2))
+    return s, ids, (q, k, v)
+
+
+def test_forced_hits():
+    s, ids, (q, k, v) = forced_session(mactune.ForcedHits(enabled=True, hit_rate=1.0))
     r = s.step(ids, q, k, v, advance=False)
     assert r.hit.all() and r.stats.hit_rate == 1.0
     assert (r.p >= 256 - 64).all() and (r.p < 256).all()
@@ -155,14 +162,8 @@ def test_forced_hits():
 
 
 def test_forced_skip_ratio_is_exact_to_the_token():
-    opt = options(batch=2, K=64, r=16)
-    opt.forced = mactune.ForcedHits(enabled=True, quota="skip-ratio", skip_ratio=0.9)
-    s = mactune.cpu.Session(opt)
-    ids = [s.add_request() for _ in range(2)]
-    for i in ids:
-        s.prefill_synthetic(i, 256, seed=7)
-    rng = np.random.default_rng(3)
-    q, k, v = (x[0] for x in inputs(rng, 1, 2))
+    s, ids, (q, k, v) = forced_session(
+        mactune.ForcedHits(enabled=True, quota="skip-ratio", skip_ratio=0.9))
     r = s.step(ids, q, k, v, advance=False)
     total = r.stats.kv_tokens_total
     assert total == 2 * 2 * 257
