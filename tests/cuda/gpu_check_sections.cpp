@@ -295,16 +295,18 @@ int section_pages(Bench& b, RecordFile& out, const RunOptions& ro) {
   return failed;
 }
 
-// For compute-sanitizer: a few eager steps whose items span dozens of tiles (one item a
-// segment) and whose match scans several tiles a head (K 1024), then the default chunking
-// (split items, tickets past the grid); MAC at hit 0 against full on each.
+// For compute-sanitizer (10-100x slower kernels, so small): eager steps at batch 2, 2560
+// tokens, whose match scans several tiles a head (K 1024); once with one item a segment (40
+// tiles an item), once with 128-token items on one CTA an SM (more entries than CTAs: the
+// ticket path); MAC at hit 0 against full on each.
 int section_sanitize(Bench& b, RecordFile& out, const RunOptions&) {
   int failed = 0;
   for (int min_chunk : {1 << 20, 128}) {
-    SessionOptions o = production(4, 8, 4096, 1024);
+    SessionOptions o = production(2, 8, 2560, 1024);
     o.engine.graph = false;
     o.engine.min_chunk = min_chunk;
-    failed += compare_rows(b, out, "sanitize", o, 4096, 2);
+    if (min_chunk == 128) o.engine.ctas_per_sm = 1;
+    failed += compare_rows(b, out, "sanitize", o, 2560, 2);
   }
   return failed;
 }
