@@ -10,6 +10,7 @@
 #include "tuner/emit.h"
 #include "tuner/measure.h"
 #include "tuner/model_io.h"
+#include "tuner/report_summary.h"
 #include "tuner/tune.h"
 
 namespace mactune::cli {

@@ -1,9 +1,10 @@
 // `mactune nsys`: read Nsight Systems reports.
 //   nsys summary REPORT.sqlite [--db DB] [--range PATTERN] [--workload FIELDS]
-//                [--markdown | --json] [--top N]
+//                [--markdown | --json] [--full-names] [--top N]
 // What the GUI is otherwise opened for: kernels, mactune instances (with the bandwidth of the
 // matching tune point of DB), copies and NVTX ranges with the kernels launched inside them and
-// the GPU gaps between those (db/nsys_summary.h). DB is only read.
+// the GPU gaps between those (db/nsys_summary.h). Kernels go by their base names, as `nsys stats`
+// prints them with `:base` (--full-names: demangled; JSON has both). DB is only read.
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -21,6 +22,7 @@ struct NsysArgs {
   std::string workload;
   bool json = false;
   bool markdown = false;
+  bool full_names = false;
   std::size_t top = 20;
 };
 
@@ -35,7 +37,8 @@ void run_summary(const NsysArgs& a) {
     return;
   }
   db::print_nsys_summary(
-      std::cout, s, a.markdown ? db::NsysTableStyle::markdown : db::NsysTableStyle::plain, a.top);
+      std::cout, s, a.markdown ? db::NsysTableStyle::markdown : db::NsysTableStyle::plain, a.top,
+      a.full_names ? db::NsysKernelNames::full : db::NsysKernelNames::short_names);
 }
 
 void add_nsys(CLI::App& app) {
@@ -60,6 +63,9 @@ void add_nsys(CLI::App& app) {
   auto* json = sum->add_flag("--json", a->json, "Everything as JSON (times in ns), for scripts");
   sum->add_flag("--markdown", a->markdown, "Markdown tables instead of plain columns")
       ->excludes(json);
+  sum->add_flag("--full-names", a->full_names,
+                "Kernels by their demangled names (default: base names, as `nsys stats` prints "
+                "them with :base; JSON has both)");
   sum->add_option("--top", a->top, "Rows per table (JSON has them all)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

@@ -8,6 +8,7 @@
 #include "kernels/device.h"
 #include "tuner/emit.h"
 #include "tuner/report.h"
+#include "tuner/report_summary.h"
 #include "tuner/tune.h"
 
 namespace mactune::cli {

@@ -11,6 +11,7 @@
 #include "tuner/measure.h"
 #include "tuner/plan.h"
 #include "tuner/replay.h"
+#include "tuner/report_summary.h"
 #include "tuner/sweep.h"
 #include "tuner/tune.h"
 

@@ -25,7 +25,8 @@ struct Op {
   bool kernel = true;
   std::int64_t start = 0, end = 0;
   std::optional<std::int64_t> gpu, pid, launch_tid, launch_start;
-  std::string name;  // kernel name, or "memcpy <kind>" / "memset"
+  std::string name;        // kernel name, or "memcpy <kind>" / "memset"
+  std::string short_name;  // kernels: nsys's shortName, else short_kernel_name(name)
   std::string instance, family;
   std::int64_t bytes = 0;
   std::string launch;  // kernels: "2x1x1 x 512x1x1" (grid x block)
@@ -202,12 +203,16 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
         "SELECT k.start_ns, k.end_ns, k.gpu, k.pid, k.launch_tid, k.launch_start_ns, k.name,"
         " COALESCE(i.name, ''), COALESCE(i.family, ''), CASE WHEN k.grid_x IS NULL THEN ''"
         " ELSE k.grid_x || 'x' || k.grid_y || 'x' || k.grid_z || ' x ' || k.block_x || 'x' ||"
-        " k.block_y || 'x' || k.block_z END FROM nsys_kernels k"
+        " k.block_y || 'x' || k.block_z END, k.short_name FROM nsys_kernels k"
         " LEFT JOIN instances i ON i.id = k.instance_id WHERE k.report_id = ?1 ORDER BY k.seq");
     q.bind(1, report_id);
-    while (q.step())
+    while (q.step()) {
+      const std::string stored_short = q.text(10);
       ops.push_back({true, q.int64(0), q.int64(1), q.opt_int64(2), q.opt_int64(3), q.opt_int64(4),
-                     q.opt_int64(5), q.text(6), q.text(7), q.text(8), 0, q.text(9)});
+                     q.opt_int64(5), q.text(6),
+                     stored_short.empty() ? short_kernel_name(q.text(6)) : stored_short, q.text(7),
+                     q.text(8), 0, q.text(9)});
+    }
     auto m = c.prepare(
         "SELECT start_ns, end_ns, gpu, pid, launch_tid, launch_start_ns,"
         " kind || CASE WHEN copy_kind != '' THEN ' ' || copy_kind ELSE '' END, COALESCE(bytes, 0)"
@@ -215,7 +220,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
     m.bind(1, report_id);
     while (m.step())
       ops.push_back({false, m.int64(0), m.int64(1), m.opt_int64(2), m.opt_int64(3), m.opt_int64(4),
-                     m.opt_int64(5), m.text(6), "", "", m.int64(7), ""});
+                     m.opt_int64(5), m.text(6), "", "", "", m.int64(7), ""});
   }
   std::vector<RangeRec> ranges;
   {
@@ -301,6 +306,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
   std::map<std::pair<std::string, std::string>, std::vector<double>> instance_times;
   std::map<std::string, std::string> family_of;
   std::map<std::pair<std::string, std::string>, std::string> launch_of;  // "mixed" if they differ
+  std::map<std::string, std::string> short_of;                           // per kernel name
   std::map<std::string, std::pair<std::vector<double>, std::int64_t>> memop_times;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (!selected_op[i]) continue;
@@ -313,6 +319,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
       continue;
     }
     kernel_times[{op.name, op.instance}].push_back(dur);
+    short_of.try_emplace(op.name, op.short_name);
     auto [l, fresh] = launch_of.try_emplace({op.name, op.instance}, op.launch);
     if (!fresh && l->second != op.launch) l->second = "mixed";
     if (op.instance.empty()) continue;
@@ -327,7 +334,8 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
     family_of[op.instance] = op.family;
   }
   for (auto& [key, times] : kernel_times) {
-    NsysKernelRow row{key.first, key.second, launch_of[key], duration_stats(std::move(times))};
+    NsysKernelRow row{key.first, short_of[key.first], key.second, launch_of[key],
+                      duration_stats(std::move(times))};
     row.share = out.kernel_ns > 0 ? row.time.total_ns / out.kernel_ns : 0;
     out.kernel_rows.push_back(std::move(row));
   }
@@ -384,6 +392,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
       iv.push_back({op.start, op.end});
       a.latencies.push_back(double(op.start - *op.launch_start));
       auto& [n, t] = a.inside[{op.name, op.instance}];
+      short_of.try_emplace(op.name, op.short_name);
       ++n;
       t += double(op.end - op.start);
       a.row.kernel_ns += double(op.end - op.start);
@@ -404,7 +413,7 @@ NsysSummary summarize_nsys(const Store& st, Id report_id, const NsysSummaryOptio
     a.row.gaps = duration_stats(std::move(a.gaps));
     a.row.launch_latency = duration_stats(std::move(a.latencies));
     for (const auto& [k, nt] : a.inside)
-      a.row.kernels_inside.push_back({k.first, k.second, nt.first, nt.second,
+      a.row.kernels_inside.push_back({k.first, short_of[k.first], k.second, nt.first, nt.second,
                                       a.row.kernel_ns > 0 ? nt.second / a.row.kernel_ns : 0});
     std::stable_sort(a.row.kernels_inside.begin(), a.row.kernels_inside.end(),
                      [](const auto& x, const auto& y) { return x.total_ns > y.total_ns; });

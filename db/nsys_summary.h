@@ -24,6 +24,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/store.h"
@@ -38,9 +39,10 @@ struct DurationStats {
 DurationStats duration_stats(std::vector<double> ns);
 
 struct NsysKernelRow {
-  std::string name;      // demangled
-  std::string instance;  // the linked instance's canonical name, "" when none
-  std::string launch;    // grid x block, "2x1x1 x 512x1x1" ("mixed" when launches differ)
+  std::string name;        // demangled (the report's name when it has no demangled one)
+  std::string short_name;  // nsys's base name (shortName), else short_kernel_name(name)
+  std::string instance;    // the linked instance's canonical name, "" when none
+  std::string launch;      // grid x block, "2x1x1 x 512x1x1" ("mixed" when launches differ)
   DurationStats time;
   double share = 0;  // of the kernel time summarized, 0..1
 };
@@ -72,7 +74,7 @@ struct NsysMemopRow {
 };
 
 struct NsysRangeKernel {
-  std::string name, instance;
+  std::string name, short_name, instance;  // as NsysKernelRow
   std::int64_t count = 0;
   double total_ns = 0;
   double share = 0;  // of the range's kernel time
@@ -128,11 +130,23 @@ NsysSummary summarize_nsys(const Store& s, Id report_id, const NsysSummaryOption
 // nothing but the scratch files is written. Throws InputError as import_nsys() does.
 NsysSummary summarize_nsys_report(const std::string& report_path, const NsysSummaryOptions& o);
 
+// A kernel's base name from its demangled name, as nsys's shortName reads (what `nsys stats`
+// reports with its `:base` option): the return type, the enclosing namespaces and classes, the
+// template arguments and the parameter list removed.
+//   "void at::native::elementwise_kernel<128, 4, ...>(int, T3)"  -> "elementwise_kernel"
+//   "saxpy(double *, double *, double *, double, int)"           -> "saxpy"
+// A name that is not of that form (a mangled one, unbalanced brackets) comes back unchanged.
+std::string short_kernel_name(std::string_view demangled);
+
 enum class NsysTableStyle { plain, markdown };
+// Kernel names in the tables: the short ones (NsysKernelRow::short_name; kernels that share a
+// short name are told apart by "(k of n)" and a note), or the full demangled ones.
+enum class NsysKernelNames { short_names, full };
 // Tables for a terminal or a markdown document; at most `max_rows` rows per table.
 void print_nsys_summary(std::ostream& out, const NsysSummary& s, NsysTableStyle style,
-                        std::size_t max_rows);
-// Everything, every row, times in ns and bytes, for scripts.
+                        std::size_t max_rows, NsysKernelNames names = NsysKernelNames::short_names);
+// Everything, every row, times in ns and bytes, for scripts; kernels carry both names ("name",
+// demangled, and "short_name").
 std::string nsys_summary_json(const NsysSummary& s);
 
 }  // namespace mactune::db

@@ -1,7 +1,9 @@
 // Rendering of an NsysSummary: aligned columns for a terminal, markdown tables, JSON.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
 #include <ostream>
 #include <sstream>
 
@@ -133,10 +135,31 @@ std::string json_opt(const std::optional<double>& v) {
   return v ? json_number(*v) : "null";
 }
 
+// The name each kernel is printed by, per demangled name: the full name, or its short name
+// with "(k of n)" where n kernels share it (k in the order of the kernel table).
+std::map<std::string, std::string> display_names(const NsysSummary& s, NsysKernelNames names) {
+  std::map<std::string, std::vector<std::string>> sharing;  // short name -> full names
+  for (const auto& r : s.kernel_rows) {
+    auto& list = sharing[r.short_name];
+    if (std::find(list.begin(), list.end(), r.name) == list.end()) list.push_back(r.name);
+  }
+  std::map<std::string, std::string> out;
+  for (const auto& [short_name, list] : sharing)
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      std::string shown = short_name;
+      if (names == NsysKernelNames::full)
+        shown = list[k];
+      else if (list.size() > 1)
+        shown += " (" + std::to_string(k + 1) + " of " + std::to_string(list.size()) + ")";
+      out[list[k]] = shown;
+    }
+  return out;
+}
+
 }  // namespace
 
 void print_nsys_summary(std::ostream& out, const NsysSummary& s, NsysTableStyle style,
-                        std::size_t max_rows) {
+                        std::size_t max_rows, NsysKernelNames names) {
   const bool md = style == NsysTableStyle::markdown;
   const auto field = [&](const char* key, const std::string& value) {
     if (md)
@@ -172,6 +195,12 @@ void print_nsys_summary(std::ostream& out, const NsysSummary& s, NsysTableStyle 
                      "% of the " + ms(span) + " ms from the first GPU operation to the last");
 
   const auto say = [&](const std::string& line) { out << (md ? "" : "  ") << line << '\n'; };
+  const std::map<std::string, std::string> shown = display_names(s, names);
+  const auto shown_name = [&](const std::string& name, const std::string& short_name) {
+    const auto it = shown.find(name);
+    if (it != shown.end()) return it->second;
+    return names == NsysKernelNames::full ? name : short_name;
+  };
   heading(out, style, "Kernels (by total GPU time)");
   Table k({"time %", "total ms", "count", "mean us", "p50 us", "p99 us", "grid x block", "instance",
            "name"},
@@ -179,11 +208,21 @@ void print_nsys_summary(std::ostream& out, const NsysSummary& s, NsysTableStyle 
   for (const auto& r : s.kernel_rows)
     k.add({pct(r.share), ms(r.time.total_ns), std::to_string(r.time.count), us(r.time.mean_ns),
            us(r.time.p50_ns), us(r.time.p99_ns), r.launch.empty() ? "-" : r.launch,
-           r.instance.empty() ? "-" : r.instance, r.name});
-  if (k.empty())
+           r.instance.empty() ? "-" : r.instance, shown_name(r.name, r.short_name)});
+  if (k.empty()) {
     say("none");
-  else
+  } else {
     k.print(out, style, max_rows);
+    bool shortened = false, shared = false;
+    for (const auto& r : s.kernel_rows) {
+      shortened = shortened || r.short_name != r.name;
+      shared = shared || shown.at(r.name) != r.short_name;
+    }
+    if (names == NsysKernelNames::short_names && shortened)
+      say(std::string("names: base names") +
+          (shared ? ", kernels that share one numbered (k of n)" : "") +
+          "; --full-names for the demangled ones");
+  }
 
   heading(out, style, "mactune instances (kernels linked by canonical name)");
   if (s.instance_rows.empty()) {
@@ -254,8 +293,8 @@ void print_nsys_summary(std::ostream& out, const NsysSummary& s, NsysTableStyle 
     out << (md ? "- " : "  ") << r.name << (r.domain.empty() ? "" : " [" + r.domain + "]") << ": ";
     for (std::size_t i = 0; i < r.kernels_inside.size() && i < 5; ++i) {
       const auto& k_in = r.kernels_inside[i];
-      out << (i ? "; " : "") << pct(k_in.share) << "% " << k_in.name << " x" << k_in.count << " ("
-          << ms(k_in.total_ns) << " ms)";
+      out << (i ? "; " : "") << pct(k_in.share) << "% " << shown_name(k_in.name, k_in.short_name)
+          << " x" << k_in.count << " (" << ms(k_in.total_ns) << " ms)";
     }
     if (r.kernels_inside.size() > 5) out << "; " << r.kernels_inside.size() - 5 << " more";
     out << '\n';
@@ -284,9 +323,9 @@ std::string nsys_summary_json(const NsysSummary& s) {
     << ", \"gpus_used\": " << s.gpus_used << ", \"domains\": "
     << json_array(s.domains, [](const std::string& d) { return json_string(d); }) << "},\n";
   o << "  \"kernels\": " << json_array(s.kernel_rows, [](const NsysKernelRow& r) {
-    return "{\"name\": " + json_string(r.name) + ", \"instance\": " + json_string(r.instance) +
-           ", \"launch\": " + json_string(r.launch) + ", \"time\": " + json_stats(r.time) +
-           ", \"share\": " + json_number(r.share) + "}";
+    return "{\"name\": " + json_string(r.name) + ", \"short_name\": " + json_string(r.short_name) +
+           ", \"instance\": " + json_string(r.instance) + ", \"launch\": " + json_string(r.launch) +
+           ", \"time\": " + json_stats(r.time) + ", \"share\": " + json_number(r.share) + "}";
   }) << ",\n";
   o << "  \"instances\": " << json_array(s.instance_rows, [](const NsysInstanceRow& r) {
     std::string tp = "null";
@@ -322,6 +361,7 @@ std::string nsys_summary_json(const NsysSummary& s) {
            json_array(r.kernels_inside,
                       [](const NsysRangeKernel& k) {
                         return "{\"name\": " + json_string(k.name) +
+                               ", \"short_name\": " + json_string(k.short_name) +
                                ", \"instance\": " + json_string(k.instance) +
                                ", \"count\": " + std::to_string(k.count) +
                                ", \"total_ns\": " + json_number(k.total_ns) +

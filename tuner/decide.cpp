@@ -142,6 +142,17 @@ std::string break_even_text(const BreakEven& be) {
   return t;
 }
 
+std::vector<BreakEvenAxis> break_even_axes(const BucketDecision& d) {
+  std::vector<BreakEvenAxis> axes;
+  if (!d.break_even.curve.empty() || d.skip_curve.empty()) axes.push_back(BreakEvenAxis::hit_rate);
+  if (!d.skip_curve.empty()) axes.push_back(BreakEvenAxis::skip_ratio);
+  return axes;
+}
+
+const BreakEven& break_even_on(const BucketDecision& d, BreakEvenAxis axis) {
+  return axis == BreakEvenAxis::skip_ratio ? d.skip_break_even : d.break_even;
+}
+
 std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt) {
   std::map<Bucket, std::vector<const PairRow*>> by_bucket;
   for (const PairRow& r : rows) by_bucket[r.bucket].push_back(&r);

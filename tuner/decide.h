@@ -147,6 +147,16 @@ std::string bracket_text(const BreakEven& be);
 // its bracket, as the report and `compare` print it.
 std::string break_even_text(const BreakEven& be);
 
+// The axes a bucket's break-even is read on: the hit rate where forced hit rates were measured,
+// the KV skip ratio where forced skip ratios were (a bucket may have both, from two specs'
+// runs), in that order; the hit rate alone when neither (a bucket of partial rows only: its
+// break-even reads "ambiguous"). report.md's tables and tune's closing table both print a
+// bucket's break-even on each of these, break_even_text() of break_even_on().
+enum class BreakEvenAxis { hit_rate, skip_ratio };
+std::vector<BreakEvenAxis> break_even_axes(const BucketDecision& d);
+// The bucket's break-even on `axis`: d.break_even or d.skip_break_even.
+const BreakEven& break_even_on(const BucketDecision& d, BreakEvenAxis axis);
+
 // Decides every bucket that has measurements. Buckets come out sorted by Bucket order.
 std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const DecideOptions& opt);
 

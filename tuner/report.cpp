@@ -15,28 +15,10 @@
 #include "kernels/file_io.h"
 #include "tuner/expr.h"
 #include "tuner/report_skip.h"
-#include "tuner/tune.h"
+#include "tuner/report_text.h"
 
 namespace mactune::tuner {
 namespace {
-
-std::string mark(Verdict v) {
-  switch (v) {
-    case Verdict::faster:
-      return "✓";
-    case Verdict::slower:
-      return "✗";
-    case Verdict::tie:
-      return "≈";
-  }
-  return "?";
-}
-
-std::string x2(double v) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(v < 10 ? 2 : 1) << v << 'x';
-  return o.str();
-}
 
 std::string settings_text(const Choice& c) {
   return c.config.mac ? fields_text(*c.config.mac) : "";
@@ -67,18 +49,35 @@ const CurvePoint* at(const BucketDecision& d, double h) {
   return nullptr;
 }
 
+bool has_axis(const BucketDecision& d, BreakEvenAxis axis) {
+  const auto axes = break_even_axes(d);
+  return std::find(axes.begin(), axes.end(), axis) != axes.end();
+}
+
+// The hit rates measured at every bucket of a shape that has a hit-rate curve: the spec's grid
+// (the search probes each bucket at rates of its own).
+std::set<double> grid_hit_rates(const std::vector<BucketDecision>& ds) {
+  std::set<double> grid = hit_rates(ds);
+  for (const auto& d : ds)
+    if (!d.break_even.curve.empty()) std::erase_if(grid, [&](double h) { return !at(d, h); });
+  return grid;
+}
+
 }  // namespace
 
 svg::Chart speedup_chart(const std::vector<BucketDecision>& ds) {
   std::vector<const BucketDecision*> all;
   for (const auto& d : ds) all.push_back(&d);
-  const auto hs = hit_rates(ds);
-  return speedup_vs_batch("MAC speedup over full attention", all,
-                          std::vector<double>(hs.begin(), hs.end()), "hit rate ",
-                          [](const BucketDecision& d, double h) -> std::optional<double> {
-                            if (const CurvePoint* cp = at(d, h)) return cp->speedup;
-                            return std::nullopt;
-                          });
+  const std::set<double> hs = hit_rates(ds), grid = grid_hit_rates(ds);
+  std::vector<double> probes;
+  std::set_difference(hs.begin(), hs.end(), grid.begin(), grid.end(), std::back_inserter(probes));
+  return speedup_vs_batch(
+      "MAC speedup over full attention", all,
+      {std::vector<double>(grid.begin(), grid.end()), "hit rate ", probes, "break-even probes"},
+      [](const BucketDecision& d, double h) -> std::optional<double> {
+        if (const CurvePoint* cp = at(d, h)) return cp->speedup;
+        return std::nullopt;
+      });
 }
 
 svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportModel& model) {
@@ -169,12 +168,13 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
       for (std::size_t i = 0; i < hs.size(); ++i) o << "---:|";
       o << "---|\n";
       for (const auto& b : ds) {
+        if (!has_axis(b, BreakEvenAxis::hit_rate)) continue;
         o << "| " << b.bucket.context << " | " << b.bucket.batch << " |";
         for (double h : hs) {
           const CurvePoint* p = at(b, h);
-          o << ' ' << (p ? x2(p->speedup) + " " + mark(p->verdict) : "") << " |";
+          o << ' ' << (p ? speedup_text(p->speedup) + " " + verdict_mark(p->verdict) : "") << " |";
         }
-        o << ' ' << break_even_text(b.break_even) << " |\n";
+        o << ' ' << break_even_text(break_even_on(b, BreakEvenAxis::hit_rate)) << " |\n";
       }
       o << '\n';
     }
@@ -219,7 +219,7 @@ std::string report_markdown(const Decided& d, const std::string& source, const R
   }
   o << unreachable_markdown(d.unreachable);
   if (model.models && model.rows) o << model_markdown(*model.models, *model.rows) << '\n';
-  return o.str();
+  return wrap_markdown(o.str());
 }
 
 std::vector<std::string> write_report(const db::Store& store, const Decided& d,
@@ -246,24 +246,6 @@ std::vector<std::string> write_report(const db::Store& store, const Decided& d,
     if (has_skip_curve(ds)) write("skip_" + shape + ".svg", svg::render(skip_speedup_chart(ds)));
   }
   return written;
-}
-
-std::string summary_table(const std::vector<BucketDecision>& ds) {
-  std::ostringstream o;
-  o << "| bucket | MAC config | full config | speedup by hit rate | break-even |\n"
-    << "|---|---|---|---|---|\n";
-  for (const auto& d : ds) {
-    o << "| " << d.bucket.key() << " | " << launch_text(d.mac.config.launch);
-    if (d.mac.config.mac)
-      o << " K=" << d.mac.config.mac->ring_capacity << " r=" << d.mac.config.mac->band;
-    o << " | " << launch_text(d.full.config.launch) << " |";
-    for (const auto& p : d.break_even.curve)
-      o << ' ' << format_number(p.hit_rate) << ':' << x2(p.speedup) << mark(p.verdict);
-    for (const auto& p : d.skip_curve)  // skip-ratio points: "s0.9:1.52x✓"
-      o << " s" << format_number(p.skip_ratio) << ':' << x2(p.speedup) << mark(p.verdict);
-    o << " | " << break_even_text(d.break_even) << " |\n";
-  }
-  return o.str();
 }
 
 }  // namespace mactune::tuner

@@ -3,14 +3,21 @@
 //   DIR/report.md                  the tables: per shape and context, the speedup of the chosen
 //                                  MAC config over full attention at each batch and hit rate,
 //                                  the break-even per bucket, the best configs, the smallest
-//                                  context at which MAC wins
+//                                  context at which MAC wins; paragraphs wrapped at 100 columns
+//                                  (tuner/report_text.h)
 //   DIR/speedup_<shape>.svg        speedup vs batch, one panel per context, one line per hit
-//                                  rate, log scales, a dashed 1x line
+//                                  rate of the grid (the rates every bucket measured), the
+//                                  break-even search's probes one series of small grey
+//                                  markers, log scales, a dashed 1x line
 //   DIR/breakeven_<shape>.svg      break-even hit rate vs context, one line per batch through
 //                                  the bracket's high end (what emit uses) with the bracket
 //                                  as a band, hollow markers at the top for "ambiguous" and
 //                                  "never"; dashed, the cost model's predicted break-even
 //                                  (tuner/cost_model.h) between and beyond the contexts measured
+//   DIR/skip_<shape>.svg           a spec of skip ratios: speedup vs batch, one line per skip
+//                                  ratio (tuner/report_skip.h)
+// Every chart's text fits its canvas (tuner/svg.h). A bucket's break-even in report.md is the
+// one tune's closing table prints (tuner/report_summary.h).
 #pragma once
 
 #include <string>

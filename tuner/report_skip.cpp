@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tuner/expr.h"
+#include "tuner/report_text.h"
 
 namespace mactune::tuner {
 namespace {
@@ -14,10 +15,6 @@ const SkipPoint* at_skip(const BucketDecision& d, double s) {
   for (const SkipPoint& p : d.skip_curve)
     if (p.skip_ratio == s) return &p;
   return nullptr;
-}
-
-std::string verdict_mark(Verdict v) {
-  return v == Verdict::faster ? "✓" : v == Verdict::slower ? "✗" : "≈";
 }
 
 }  // namespace
@@ -30,7 +27,7 @@ bool has_skip_curve(const std::vector<BucketDecision>& ds) {
 
 svg::Chart speedup_vs_batch(
     const std::string& what, const std::vector<const BucketDecision*>& decisions,
-    const std::vector<double>& levels, const std::string& label,
+    const SpeedupLevels& levels,
     const std::function<std::optional<double>(const BucketDecision&, double)>& speedup) {
   svg::Chart c;
   c.title = what + ": " + (decisions.empty() ? std::string() : decisions[0]->bucket.shape.text());
@@ -44,9 +41,9 @@ svg::Chart speedup_vs_batch(
     svg::Panel p;
     p.title = "context " + svg::tick_label(static_cast<double>(ctx));
     p.hlines = {1.0};
-    for (double level : levels) {
+    for (double level : levels.lines) {
       svg::Series line;
-      line.label = label + format_number(level);
+      line.label = levels.label + format_number(level);
       std::map<int, double> pts;
       for (const BucketDecision* d : list)
         if (const auto v = speedup(*d, level)) pts[d->bucket.batch] = *v;
@@ -56,6 +53,18 @@ svg::Chart speedup_vs_batch(
       }
       p.series.push_back(std::move(line));
     }
+    svg::Series probes;
+    probes.label = levels.markers_label;
+    probes.line = false;
+    probes.marker_radius = 2;
+    probes.color = "#555555";
+    for (double level : levels.markers)
+      for (const BucketDecision* d : list)
+        if (const auto v = speedup(*d, level)) {
+          probes.x.push_back(d->bucket.batch);
+          probes.y.push_back(*v);
+        }
+    if (!probes.x.empty()) p.series.push_back(std::move(probes));
     c.panels.push_back(std::move(p));
   }
   return c;
@@ -70,7 +79,7 @@ svg::Chart skip_speedup_chart(const std::vector<BucketDecision>& ds) {
     for (const SkipPoint& p : d.skip_curve) ratios.insert(p.skip_ratio);
   }
   return speedup_vs_batch("MAC speedup over full attention at forced KV skip ratios", with_skip,
-                          std::vector<double>(ratios.begin(), ratios.end()), "skip ",
+                          {std::vector<double>(ratios.begin(), ratios.end()), "skip "},
                           [](const BucketDecision& d, double s) -> std::optional<double> {
                             if (const SkipPoint* sp = at_skip(d, s)) return sp->speedup;
                             return std::nullopt;
@@ -105,16 +114,8 @@ std::string skip_markdown(const std::vector<BucketDecision>& ds, const std::stri
        "|---:|---:|---|\n";
   for (const auto& d : ds) {
     if (d.skip_curve.empty()) continue;
-    const BreakEven& be = d.skip_break_even;
-    o << "| " << d.bucket.context << " | " << d.bucket.batch << " | ";
-    if (be.hit_rate) {
-      o << format_number(*be.hit_rate);
-      if (be.lo && *be.lo < *be.hit_rate)
-        o << " (" << format_number(*be.lo) << ", " << format_number(*be.hit_rate) << "]";
-    } else {
-      o << be.status;
-    }
-    o << " |\n";
+    o << "| " << d.bucket.context << " | " << d.bucket.batch << " | "
+      << break_even_text(break_even_on(d, BreakEvenAxis::skip_ratio)) << " |\n";
   }
   o << '\n';
   return o.str();

@@ -14,14 +14,24 @@
 
 namespace mactune::tuner {
 
-// MAC's speedup against batch, one panel per context, one line per level (a hit rate or a
-// skip ratio) labelled `label` + the level, log scales, a dashed 1x line; `speedup(d, level)`
-// is the bucket's speedup there, nullopt where it was not measured. Titled `what` + ": " + the
-// shape of the first decision. The hit-rate chart (report.cpp) and the skip-ratio chart are
-// both this.
+// The levels (hit rates or skip ratios) of a speedup-vs-batch chart: `lines` one line each,
+// labelled `label` + the level; `markers` (the break-even search's probes: rates each bucket
+// measured on its own) together one series of small grey markers without a line, labelled
+// `markers_label`.
+struct SpeedupLevels {
+  std::vector<double> lines;
+  std::string label;
+  std::vector<double> markers{};
+  std::string markers_label{};
+};
+
+// MAC's speedup against batch, one panel per context, log scales, a dashed 1x line, the
+// levels' lines and markers; `speedup(d, level)` is the bucket's speedup there, nullopt where
+// it was not measured. Titled `what` + ": " + the shape of the first decision. The hit-rate
+// chart (report.cpp) and the skip-ratio chart are both this.
 svg::Chart speedup_vs_batch(
     const std::string& what, const std::vector<const BucketDecision*>& decisions,
-    const std::vector<double>& levels, const std::string& label,
+    const SpeedupLevels& levels,
     const std::function<std::optional<double>(const BucketDecision&, double)>& speedup);
 
 // Whether any bucket of the list has skip-ratio points.

@@ -53,8 +53,4 @@ struct TuneResult {
 TuneResult run_tune(const TuneOptions& options, Progress& progress,
                     const std::atomic<bool>* stop = nullptr);
 
-// The end-of-run summary table (markdown): one row per bucket with the best MAC and full
-// configs, the speedup at each hit rate and the break-even.
-std::string summary_table(const std::vector<BucketDecision>& decisions);
-
 }  // namespace mactune::tuner

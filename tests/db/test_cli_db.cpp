@@ -282,6 +282,10 @@ TEST(Db_Cli, NsysImportAndSummaryOfARealExport) {
 
   r = mactune(dir, {"nsys", "summary", report, "--db", dir.file("a.db")});
   ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("  saxpy: 100.0% saxpy x5"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("double *"), std::string::npos) << "base names by default:\n" << r.out;
+  r = mactune(dir, {"nsys", "summary", report, "--full-names"});
+  ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("saxpy(double *, double *, double *, double, int)"), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("memcpy Host-to-Device"), std::string::npos) << r.out;

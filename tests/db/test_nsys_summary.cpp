@@ -272,7 +272,7 @@ TEST(Db_NsysSummary, RealSaxpyExport) {
   EXPECT_EQ(s.range_rows[0].name, "MPI_Init");
 
   std::ostringstream text, md;
-  print_nsys_summary(text, s, NsysTableStyle::plain, 20);
+  print_nsys_summary(text, s, NsysTableStyle::plain, 20, NsysKernelNames::full);
   print_nsys_summary(md, s, NsysTableStyle::markdown, 20);
   EXPECT_NE(text.str().find("nsys 2022.2.1.31, export schema 2.9.1"), std::string::npos);
   EXPECT_NE(text.str().find("saxpy(double *, double *, double *, double, int)"), std::string::npos);

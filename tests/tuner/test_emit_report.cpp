@@ -11,6 +11,7 @@
 #include "tuner/emit.h"
 #include "tuner/progress.h"
 #include "tuner/report.h"
+#include "tuner/report_summary.h"
 #include "tuner/svg.h"
 #include "tuner/tune.h"
 
@@ -227,7 +228,12 @@ TEST(TunerEmit, ParamsKeepTheirTypes) {
 
 TEST(TunerSvg, TicksAndLabels) {
   EXPECT_EQ(svg::ticks(svg::Scale::log2, 1, 64), (std::vector<double>{1, 2, 4, 8, 16, 32, 64}));
-  EXPECT_EQ(svg::ticks(svg::Scale::log10, 0.5, 30), (std::vector<double>{0.1, 1, 10, 100}));
+  EXPECT_EQ(svg::ticks(svg::Scale::log10, 0.5, 30),
+            (std::vector<double>{0.5, 1, 2, 5, 10, 20, 50}));
+  EXPECT_EQ(svg::ticks(svg::Scale::log10, 0.75, 2.45), (std::vector<double>{0.7, 1, 1.5, 2, 3}))
+      << "a speedup axis spans the data, not whole decades";
+  EXPECT_EQ(svg::ticks(svg::Scale::log10, 0.01, 1000),
+            (std::vector<double>{0.01, 0.1, 1, 10, 100, 1000}));
   EXPECT_EQ(svg::ticks(svg::Scale::linear, 0, 1), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1}));
   EXPECT_EQ(svg::tick_label(131072), "128K");
   EXPECT_EQ(svg::tick_label(1048576), "1M");
