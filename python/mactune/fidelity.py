@@ -41,7 +41,6 @@ import numpy as np
 import mactune
 from mactune import inloop
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]  # the checkout, when run from the source
 
 Settings = Union[mactune.MacParams, Dict[int, Optional[mactune.MacParams]]]
 
@@ -66,29 +65,35 @@ def default_paths(kind: str, root: Optional[pathlib.Path] = None,
                   rev: Optional[str] = TEXT_REV) -> List[str]:
     """The two kinds of text of the frontier, from this repository at `rev` ("REV:path"
     names, read with git show; rev None: the working tree): 'prose' = docs/*.md in name
-    order; 'code' = kernels/*.h then kernels/cpu/*.cpp in name order."""
-    root = pathlib.Path(root or ROOT)
+    order; 'code' = kernels/*.h then kernels/cpu/*.cpp in name order. `root`: a directory
+    inside the checkout (default: the current one)."""
+    root = pathlib.Path(root or pathlib.Path.cwd())
     if kind not in ("prose", "code"):
         raise ValueError(f"text kind '{kind}': expected prose or code")
     globs = ["docs/*.md"] if kind == "prose" else ["kernels/*.h", "kernels/cpu/*.cpp"]
     if rev is None:
         return [str(p) for g in globs for p in sorted(root.glob(g))]
     try:
-        names = subprocess.run(["git", "-C", str(root), "ls-tree", "--name-only", rev,
+        names = subprocess.run(["git", "-C", str(root), "ls-tree", "--full-tree",
+                                "--name-only", rev,
                                 "docs/", "kernels/", "kernels/cpu/"], check=True,
                                capture_output=True, text=True).stdout.split()
     except (OSError, subprocess.CalledProcessError) as e:
         raise ValueError(f"{root}: cannot list the texts at commit {rev} with git ({e})") \
             from None
-    return [f"{rev}:{n}" for g in globs for n in sorted(names)
-            if fnmatch.fnmatch(n, g) and n.count("/") == g.count("/")]
+    paths = [f"{rev}:{n}" for g in globs for n in sorted(names)
+             if fnmatch.fnmatch(n, g) and n.count("/") == g.count("/")]
+    if not paths:
+        raise ValueError(f"no {kind} files ({', '.join(globs)}) at commit {rev} of {root}")
+    return paths
 
 
 def read_text(path: str, root: Optional[pathlib.Path] = None) -> str:
     """A file, or "REV:path" from git."""
     if ":" in path and not os.path.exists(path):
         try:
-            return subprocess.run(["git", "-C", str(root or ROOT), "show", path], check=True,
+            return subprocess.run(["git", "-C", str(root or pathlib.Path.cwd()), "show", path],
+                                  check=True,
                                   capture_output=True).stdout.decode(errors="replace")
         except (OSError, subprocess.CalledProcessError) as e:
             raise ValueError(f"{path}: cannot read it with git show ({e})") from None
