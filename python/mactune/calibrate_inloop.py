@@ -211,6 +211,8 @@ def main(argv=None) -> None:
     ap.add_argument("--accept-eps", type=float, default=1.0)
     ap.add_argument("--taus", default="0.45,0.6,0.75,0.85,0.9,0.95")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--max-passes", type=int, default=10, help="in-loop passes over the "
+                    "family at most (the probes not counted)")
     ap.add_argument("--json", help="write the whole search as JSON")
     ap.add_argument("-o", "--output", required=True, help="the schedule (YAML)")
     a = ap.parse_args(argv)
@@ -227,7 +229,7 @@ def main(argv=None) -> None:
         print(f"calibration window {win.name} ({win.source}): reference "
               f"{runner.reference_seconds:.0f} s", flush=True)
         res = calibrate(runner, base, a.start, taus, a.max_kl, a.min_top1,
-                        log=lambda s: print(s, flush=True))
+                        log=lambda s: print(s, flush=True), max_passes=a.max_passes)
         chosen = res["chosen"]
         if chosen is None:
             pick = {l: None for l in range(model.config.n_layers)}
