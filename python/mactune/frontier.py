@@ -47,6 +47,10 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
         "K 2048": [_mac(K=2048, tau=t) for t in (0.6, 0.75, 0.9)],
         "r 64": [_mac(r=64, tau=t) for t in (0.6, 0.75, 0.9)],
     },
+    "mini": {
+        "global tau": [_mac(tau=t) for t in (0.45, 0.75, 0.9)],
+        "eps gate": [_mac(tau=0.45, eps=0.2)],
+    },
     "quick": {
         "global tau": [_mac(tau=t) for t in (0.45, 0.75, 0.9)],
         "normalized": [_mac(tau=0.88, pick="normalized")],
@@ -79,7 +83,12 @@ def load_rows(out: pathlib.Path) -> List[dict]:
     p = out / "rows.jsonl"
     if not p.exists():
         return []
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    rows = {}  # a point measured twice (two sweeps at once): the later row
+    for line in p.read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            rows[_key(r)] = r
+    return list(rows.values())
 
 
 def text_start(kind: str) -> int:
