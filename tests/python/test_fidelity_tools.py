@@ -141,13 +141,16 @@ def test_recorded_trace_replays(tmp_path, model):
 def test_frontier_report(tmp_path):
     def row(rule, skip, kl, top1=0.99, **kw):
         return {"text": "prose", "tokens": 4096, "setting": "every", "rule": rule,
-                "point": {"K": 512, "r": 256, "tau": 0.5, "pick": "nearest",
+                "point": {"K": 512, "r": 256, "tau": 1 - skip, "pick": "nearest",
                           "accept_eps": 1.0}, "schedule": "", "skip_ratio": skip,
                 "kl_mean": kl, "kl_p99": kl * 5, "top1": top1, "hit_rate": skip * 2,
                 "bpb_ref": 5.9, "bpb": 5.91, "seconds": 1, **kw}
     rows = [row("global tau", 0.1, 0.004), row("global tau", 0.3, 0.03),
             row("global tau", 0.5, 0.2), row("eps gate", 0.2, 0.008)]
-    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = dict(rows[1], kl_mean=0.02)  # measured twice: the later row counts
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows + [again]))
+    assert len(frontier.load_rows(tmp_path)) == 4
+    assert frontier.load_rows(tmp_path)[1]["kl_mean"] == 0.02
     assert frontier.best_within(rows[:3], 0.01)["skip_ratio"] == 0.1
     assert frontier.best_within(rows[:3], 0.05)["skip_ratio"] == 0.3
     assert frontier.best_within(rows[:3], 0.001) is None
