@@ -48,7 +48,7 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
         "r 64": [_mac(r=64, tau=t) for t in (0.6, 0.75, 0.9)],
     },
     "mini": {
-        "global tau": [_mac(tau=t) for t in (0.45, 0.75, 0.9)],
+        "global tau": [_mac(tau=t) for t in (0.75, 0.45, 0.9)],
         "eps gate": [_mac(tau=0.45, eps=0.2)],
     },
     "quick": {
