@@ -166,9 +166,11 @@ def calibrate(runner, base: mactune.MacParams, start: int, taus: List[float], ma
         return t["row"]["kl_mean"] <= max_kl and t["row"]["top1"] >= min_top1
 
     if lams:
-        # Coarse: a few breakpoints spread over the family (log-spaced indices), then bisect
+        # Coarse: the breakpoints nearest five prices log-spaced over the family's range (the
+        # breakpoints crowd at low prices, where many layers change at once), then bisect
         # between the cheapest feasible and the next infeasible price.
-        idx = sorted({int(round(x)) for x in np.geomspace(1, len(lams), 5) - 1})
+        targets = np.geomspace(lams[0], lams[-1], 5)
+        idx = sorted({int(np.argmin(np.abs(np.log(lams) - np.log(t)))) for t in targets})
         coarse = [evaluate(lams[i] * 1.0001) for i in idx]
         feasible = [i for i, t in zip(idx, coarse) if ok(t)]
         lo_i = min(feasible) if feasible else len(lams) - 1  # smallest feasible price
