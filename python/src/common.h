@@ -203,6 +203,7 @@ void bind_dispatch(nb::module_& m);
 void bind_cpu(nb::module_& m);
 void bind_cuda(nb::module_& m);
 void bind_replay(nb::module_& m);
+void bind_schedule(nb::module_& m);
 void bind_testing(nb::module_& m);
 
 }  // namespace mactune::py

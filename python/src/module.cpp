@@ -71,6 +71,7 @@ NB_MODULE(_mactune, m) {
   bind_cuda(cuda);
 #endif
   bind_replay(m);
+  bind_schedule(m);
   nb::module_ testing =
       m.def_submodule("_testing", "Helpers for the test suite and the binding benchmark.");
   bind_testing(testing);
