@@ -1,12 +1,14 @@
 // mactune: MAC-Attention kernels, tuner, store, dispatch tables and profiler.
 // Every error reaches the user as one line on stderr and exit code 2 (bad input or a failed
-// operation); an unexpected internal failure exits 1 (docs/errors.md).
+// operation); a broken invariant or an unexpected exception exits 1 (cli/exit_code.h,
+// docs/errors.md).
 #include <CLI/CLI.hpp>
 
 #include <exception>
 #include <iostream>
 #include <string>
 
+#include "cli/exit_code.h"
 #include "cli/options.h"
 #include "cli/registry.h"
 #include "db/db_error.h"
@@ -53,12 +55,8 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::cerr << "mactune: error: " << one_line(app, e) << '\n';
     return 2;
-  } catch (const mactune::Error& e) {
-    std::cerr << "mactune: error: " << mactune::detail::one_line(e.what()) << '\n';
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "mactune: internal error: " << mactune::detail::one_line(e.what()) << '\n';
-    return 1;
+  } catch (...) {
+    return mactune::cli::report_exception(std::current_exception(), std::cerr);
   }
   return mactune::cli::command_exit_code();
 }

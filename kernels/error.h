@@ -1,6 +1,7 @@
-// Errors: one exception type for the libraries, one for bad user input, and one macro family
-// over one out-of-line (noinline) function that names file:line, the failed check and the text.
-// Libraries throw; kernel launchers return a status; the CLI turns errors into one line and exit 2.
+// Errors: one exception type for the libraries, one for bad user input, one for a broken
+// invariant (a bug), and one macro family over one out-of-line (noinline) function that names
+// file:line, the failed check and the text. Libraries throw; kernel launchers return a status;
+// the CLI turns an InternalError into exit 1 and every other Error into exit 2 (docs/errors.md).
 #pragma once
 
 #include <sstream>
@@ -22,6 +23,13 @@ class InputError : public Error {
   using Error::Error;
 };
 
+// A broken invariant inside mactune: a bug, never the user's input (MACTUNE_CHECK throws it).
+// Its message keeps file:line and the condition, for the bug report.
+class InternalError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 [[noreturn, gnu::noinline, gnu::cold]] inline void throw_check_failed(const char* file, int line,
@@ -30,7 +38,7 @@ namespace detail {
   std::ostringstream out;
   out << file << ':' << line << ": " << check;
   if (!message.empty()) out << ": " << message;
-  throw Error(out.str());
+  throw InternalError(out.str());
 }
 
 // Builds a message from any streamable pieces: concat("K = ", k, " is not a power of two").
@@ -51,7 +59,7 @@ template <class... Parts>
 
 }  // namespace mactune
 
-// Internal invariant: throws mactune::Error naming file:line and the condition.
+// Internal invariant: throws mactune::InternalError naming file:line and the condition.
 #define MACTUNE_CHECK(cond, ...)                                                            \
   do {                                                                                      \
     if (!(cond)) [[unlikely]]                                                               \

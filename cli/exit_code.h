@@ -1,0 +1,37 @@
+// How an exception that leaves a command reaches the user: one line on stderr and the exit code
+// docs/errors.md documents. A broken invariant (InternalError) and any exception mactune does
+// not throw as an Error of its own are bugs: "internal error", exit 1. Every other
+// mactune::Error (bad input, a failed operation, a device or database that is not usable)
+// exits 2.
+#pragma once
+
+#include <exception>
+#include <ostream>
+
+#include "kernels/error.h"
+#include "kernels/one_line.h"
+
+namespace mactune::cli {
+
+inline constexpr int kExitError = 2;
+inline constexpr int kExitInternal = 1;
+
+inline int report_exception(const std::exception_ptr& thrown, std::ostream& err) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const InternalError& e) {
+    err << "mactune: internal error: " << detail::one_line(e.what()) << '\n';
+    return kExitInternal;
+  } catch (const Error& e) {
+    err << "mactune: error: " << detail::one_line(e.what()) << '\n';
+    return kExitError;
+  } catch (const std::exception& e) {
+    err << "mactune: internal error: " << detail::one_line(e.what()) << '\n';
+    return kExitInternal;
+  } catch (...) {
+    err << "mactune: internal error: an exception that is not a std::exception\n";
+    return kExitInternal;
+  }
+}
+
+}  // namespace mactune::cli
