@@ -23,9 +23,12 @@ struct EngineConfig {
   int match_candidates = 0;
   bool graph = false;  // run each step as a CUDA graph, captured once per batch size
   // Harness switches, not tuning knobs (so not in the field table): events between the step's
-  // kernels (last_phase_ms()), NaN-poisoned outputs and partials (tests), the device.
+  // kernels (last_phase_ms()), NaN-poisoned outputs and partials (tests), an identity page
+  // table instead of the fixed permutation of pages over the pool (the GPU check's page
+  // layouts), the device.
   bool time_phases = false;
   bool poison = false;
+  bool identity_pages = false;
   int device = 0;
   bool operator==(const EngineConfig&) const = default;
 };

@@ -100,7 +100,8 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, opt.engine.device));
 
   // Paged KV pools [pages, kv_heads, page_size, D]; the page table scatters each request's
-  // pages over the pool (a fixed permutation), so every run exercises the indirection.
+  // pages over the pool (a fixed permutation), so every run exercises the indirection, unless
+  // the harness asks for the identity table (request-major, each request's pages in order).
   const std::size_t elem = dtype_size(s.kv_dtype);
   pages_per_request = (opt.max_context + s.page_size - 1) / s.page_size;
   const std::size_t pages = static_cast<std::size_t>(slots) * pages_per_request;
@@ -111,7 +112,8 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
                   " pages exceeds int32 page ids");
   std::vector<std::int32_t> table(pages);
   std::iota(table.begin(), table.end(), 0);
-  std::shuffle(table.begin(), table.end(), std::mt19937_64(0x70616765ull));
+  if (!opt.engine.identity_pages)
+    std::shuffle(table.begin(), table.end(), std::mt19937_64(0x70616765ull));
   page_table = detail::DeviceBuffer(pages * sizeof(std::int32_t));
   MACTUNE_CUDA_CHECK(cudaMemcpy(page_table.get(), table.data(), pages * sizeof(std::int32_t),
                                 cudaMemcpyHostToDevice));

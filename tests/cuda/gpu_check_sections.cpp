@@ -265,30 +265,41 @@ int section_ring(Bench& b, RecordFile& out, const RunOptions& ro) {
   return failed;
 }
 
-// Full attention over 16-token pages (the session scatters them over the pool), 256-token
-// pages, and one page a request (each request's KV contiguous; only whole requests permuted).
+// Full attention over 16-token pages scattered over the pool (the session's fixed permutation)
+// and in order (the identity table), 256-token pages, and one page a request (each request's KV
+// contiguous; only whole requests permuted).
 int section_pages(Bench& b, RecordFile& out, const RunOptions& ro) {
   const int context = ro.quick ? 32768 : 131072, batch = 16, group = 8;
+  struct Layout {
+    int page;
+    bool identity;
+  };
   int failed = 0;
-  for (int page : {16, 256, context + 64}) {
+  for (const Layout l : {Layout{16, false}, Layout{16, true}, Layout{256, false},
+                         Layout{context + 64, false}}) {
+    const int page = l.page;
     failed += guarded(out, "pages", "page " + std::to_string(page), [&] {
       SessionOptions o = full_options(production(batch, group, context));
       o.shape.page_size = page;
+      o.engine.identity_pages = l.identity;
       const StepTimes t = b.single({o, context, ro.warmup, samples(ro), false});
       const int per_request = (o.max_context + page - 1) / page;
       const double g = gbs(kv_bytes(o.shape, context), t.ms);
+      const char* layout = per_request == 1 ? "one page a request (contiguous)"
+                           : l.identity     ? "pages in order (identity table)"
+                                            : "pages permuted over the pool";
       out.write(Record("pages")
                     .integer("page_size", page)
                     .integer("pages_per_request", per_request)
-                    .str("layout", per_request == 1 ? "one page a request (contiguous)"
-                                                    : "pages permuted over the pool")
+                    .str("layout", layout)
+                    .integer("identity", l.identity ? 1 : 0)
                     .integer("context", context)
                     .integer("batch", batch)
                     .integer("group", group)
                     .num("full_ms", t.ms)
                     .num("full_gbs", g));
-      std::printf("pages %d (%d a request): full %.4f ms (%.0f GB/s)\n", page, per_request, t.ms,
-                  g);
+      std::printf("pages %d (%d a request, %s): full %.4f ms (%.0f GB/s)\n", page, per_request,
+                  layout, t.ms, g);
       std::fflush(stdout);
     });
   }
@@ -343,7 +354,7 @@ const std::vector<Section>& sections() {
       {"match", "match/plan/step at K 1024, batch 1/64, L2 hot/cold", section_match, true},
       {"instances", "every built full/attend instance at 128K batch 16", section_instances, true},
       {"ring", "ring 2048 at 128K batch 16/64 GQA 8", section_ring, true},
-      {"pages", "16-token, 256-token and one page a request", section_pages, true},
+      {"pages", "16-token (permuted, identity), 256-token, one page a request", section_pages, true},
       {"sanitize", "small multi-tile steps for compute-sanitizer", section_sanitize, false},
       {"ncu", "warm full and MAC steps for ncu", section_ncu, false},
       {"ncu_match", "warm MAC steps at K 1024 for ncu", section_ncu_match, false},

@@ -171,6 +171,33 @@ TEST(SessionCuda, RepeatedStepWithoutAdvanceIsIdentical) {
   EXPECT_EQ(s.length(id), 600);
 }
 
+// The identity page table (the GPU check's page-layout row) changes where pages live, not what
+// attention reads: the same prefill and steps give the same outputs bit for bit.
+TEST(SessionCuda, IdentityPageTableGivesTheSameAnswer) {
+  MACTUNE_REQUIRE_GPU();
+  SessionOptions permuted = options(false);
+  SessionOptions identity = permuted;
+  identity.engine.identity_pages = true;
+  Session a(permuted), b(identity);
+  const std::vector<int> ids = add_prefilled(a);
+  ASSERT_EQ(add_prefilled(b), ids);
+  Inputs in(permuted.shape, permuted.mac.band, 5);
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> q, k, v, q1, k1, v1;
+    for (int id : ids) {
+      in.next(id, q1, k1, v1);
+      q.insert(q.end(), q1.begin(), q1.end());
+      k.insert(k.end(), k1.begin(), k1.end());
+      v.insert(v.end(), v1.begin(), v1.end());
+    }
+    const std::vector<float> got_a = a.step(ids, q, k, v).out;
+    const std::vector<float> got_b = b.step(ids, q, k, v).out;
+    ASSERT_EQ(got_a.size(), got_b.size());
+    EXPECT_EQ(std::memcmp(got_a.data(), got_b.data(), got_a.size() * sizeof(float)), 0)
+        << "step " << t;
+  }
+}
+
 // A new engine config (finer or coarser split-KV, another budget, graphs off) on the same
 // prefilled session gives the same answer up to fp32 summation order.
 TEST(SessionCuda, SetEngineKeepsTheCacheAndTheAnswer) {
