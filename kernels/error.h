@@ -45,7 +45,7 @@ namespace detail {
 template <class... Parts>
 std::string concat(const Parts&... parts) {
   std::ostringstream out;
-  (out << ... << parts);
+  if constexpr (sizeof...(Parts) > 0) (out << ... << parts);
   return out.str();
 }
 
