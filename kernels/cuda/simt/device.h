@@ -37,20 +37,20 @@ extern dim3 blockDim;
 extern dim3 gridDim;
 inline constexpr int warpSize = 32;
 
-inline void __syncthreads() {
+__attribute__((always_inline)) inline void __syncthreads() {
   ::mactune::simt::dev::syncthreads();
 }
-inline void __syncwarp(unsigned mask = 0xffffffffu) {
+__attribute__((always_inline)) inline void __syncwarp(unsigned mask = 0xffffffffu) {
   ::mactune::simt::dev::syncwarp(mask);
 }
-inline void __threadfence() {
+__attribute__((always_inline)) inline void __threadfence() {
   ::mactune::simt::dev::threadfence();
 }
 inline void __threadfence_block() {}
 
 namespace mactune::simt::dev {
 template <class T>
-T shfl_as(Shfl kind, unsigned mask, T v, int arg, int width) {
+__attribute__((always_inline)) inline T shfl_as(Shfl kind, unsigned mask, T v, int arg, int width) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "shuffles move <= 8 bytes");
   std::uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
@@ -62,37 +62,40 @@ T shfl_as(Shfl kind, unsigned mask, T v, int arg, int width) {
 }  // namespace mactune::simt::dev
 
 template <class T>
-inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+__attribute__((always_inline)) inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   return ::mactune::simt::dev::shfl_as(::mactune::simt::dev::Shfl::idx, mask, v, src, width);
 }
 template <class T>
-inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+__attribute__((always_inline)) inline T __shfl_up_sync(unsigned mask, T v, unsigned delta,
+                                                       int width = 32) {
   return ::mactune::simt::dev::shfl_as(::mactune::simt::dev::Shfl::up, mask, v,
                                        static_cast<int>(delta), width);
 }
 template <class T>
-inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+__attribute__((always_inline)) inline T __shfl_down_sync(unsigned mask, T v, unsigned delta,
+                                                         int width = 32) {
   return ::mactune::simt::dev::shfl_as(::mactune::simt::dev::Shfl::down, mask, v,
                                        static_cast<int>(delta), width);
 }
 template <class T>
-inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+__attribute__((always_inline)) inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask,
+                                                        int width = 32) {
   return ::mactune::simt::dev::shfl_as(::mactune::simt::dev::Shfl::bfly, mask, v, lane_mask, width);
 }
 
-inline unsigned atomicAdd(unsigned* p, unsigned v) {
+__attribute__((always_inline)) inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return ::mactune::simt::dev::atomic_add_u32(p, v);
 }
-inline int atomicAdd(int* p, int v) {
+__attribute__((always_inline)) inline int atomicAdd(int* p, int v) {
   return ::mactune::simt::dev::atomic_add_i32(p, v);
 }
 inline float atomicAdd(float* p, float v) {
   return ::mactune::simt::dev::atomic_add_f32(p, v);
 }
-inline unsigned atomicExch(unsigned* p, unsigned v) {
+__attribute__((always_inline)) inline unsigned atomicExch(unsigned* p, unsigned v) {
   return ::mactune::simt::dev::atomic_exch_u32(p, v);
 }
-inline int atomicExch(int* p, int v) {
+__attribute__((always_inline)) inline int atomicExch(int* p, int v) {
   return static_cast<int>(::mactune::simt::dev::atomic_exch_u32(reinterpret_cast<unsigned*>(p),
                                                                 static_cast<unsigned>(v)));
 }
@@ -105,7 +108,7 @@ inline unsigned atomicMax(unsigned* p, unsigned v) {
 
 // Cache-hinted loads: the same bytes (L1/L2 policy is the hardware's business).
 template <class T>
-inline T __ldcg(const T* p) {
+__attribute__((always_inline)) inline T __ldcg(const T* p) {
   T out;
   ::mactune::simt::dev::load_global(&out, p, sizeof(T));
   return out;

@@ -552,7 +552,8 @@ void complete_barrier() {
   for (Thread& th : g_threads) {
     if (th.state != State::barrier) continue;
     if (first == nullptr) first = th.wait_pc;
-    if (g_options.checks && th.wait_pc != first)
+    // Different return addresses can be one source barrier the compiler duplicated.
+    if (g_options.checks && th.wait_pc != first && site(th.wait_pc) != site(first))
       report(Check::barrier, first, th.wait_pc,
              "threads of one block wait at different __syncthreads: " + site(first) + " and " +
                  site(th.wait_pc) + " (" + thread_name(th.tid) + ")");
@@ -903,6 +904,10 @@ std::size_t allocation_bytes(int serial) {
   if (serial < 0 || serial >= static_cast<int>(g_allocs.size())) return 0;
   const Alloc& a = g_allocs[static_cast<std::size_t>(serial)];
   return a.hi - a.lo;
+}
+
+int allocation_count() {
+  return static_cast<int>(g_allocs.size());
 }
 
 bool run_grid(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_smem,

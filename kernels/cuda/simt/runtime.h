@@ -101,6 +101,8 @@ bool device_free(void* p);
 // The live allocation holding [p, p + bytes), its serial, or -1.
 int allocation_of(const void* p, std::size_t bytes = 1);
 std::size_t allocation_bytes(int serial);
+// Allocations made so far (the next one's serial).
+int allocation_count();
 
 // Runs `body` (a call of the kernel with its arguments) as every thread of grid x block.
 // False when the launch reported (with fail_on_report) or deadlocked.
