@@ -172,6 +172,12 @@ std::uint32_t g_iv = 1, g_block_iv0 = 1;  // barrier intervals (monotonic over t
 const std::function<void()>* g_body = nullptr;
 std::map<std::uintptr_t, Published> g_published;  // lo -> range stored before an atomic, unfenced
 std::vector<unsigned char*> g_stacks;
+// Per warp of the running block (bit = lane): waiting at a warp operation, present, exited.
+std::vector<unsigned> g_warp_waiting, g_warp_present, g_warp_exited;
+
+const char* op_name(Op op);
+void fatal(Check c, const void* pc, const std::string& text);
+void leave_with_fatal();
 
 // ---- Reports.
 std::uintptr_t load_base() {
@@ -300,6 +306,22 @@ void complete_barrier();
   }
   t.state = State::done;
   --g_live;
+  {
+    const int warp = t.tid / 32;
+    g_warp_exited[static_cast<std::size_t>(warp)] |= 1u << (t.tid % 32);
+    const unsigned waiting = g_warp_waiting[static_cast<std::size_t>(warp)];
+    for (int l = 0; l < 32 && waiting; ++l) {
+      if (!(waiting >> l & 1u)) continue;
+      const Thread& o = g_threads[static_cast<std::size_t>(warp * 32 + l)];
+      if (o.mask >> (t.tid % 32) & 1u) {
+        fatal(Check::warp_op, o.wait_pc,
+              thread_name(o.tid) + " waits at " + op_name(o.op) + " (" + site(o.wait_pc) +
+                  ") for lane " + std::to_string(t.tid % 32) + ", which exited");
+        break;
+      }
+    }
+  }
+  if (g_fatal) leave_with_fatal();
   if (g_arrived > 0 && g_arrived == g_live) complete_barrier();
   block_current();
   __builtin_unreachable();
@@ -705,6 +727,12 @@ void perform(int warp, unsigned mask, Op op) {
     }
 }
 
+void leave_with_fatal() {
+  const int from = g_current;
+  g_current = -1;
+  simt_switch(&g_threads[static_cast<std::size_t>(from)].sp, g_main_sp);
+}
+
 // The calling lane has filled in its operation: perform it if every lane of the mask is there.
 void arrive_warp(Thread& t, Op op, unsigned mask, const void* pc) {
   t.op = op;
@@ -712,46 +740,40 @@ void arrive_warp(Thread& t, Op op, unsigned mask, const void* pc) {
   t.wait_pc = pc;
   t.state = State::warp;
   const int lane = t.tid % 32, warp = t.tid / 32;
-  if (!(mask >> lane & 1u)) {
+  unsigned& waiting = g_warp_waiting[static_cast<std::size_t>(warp)];
+  waiting |= 1u << lane;
+  if (!(mask >> lane & 1u))
     fatal(Check::warp_op, pc,
           thread_name(t.tid) + " executes " + op_name(op) + " with a mask that leaves it out, at " +
               site(pc));
-  }
-  bool all = true;
-  for (int l = 0; l < 32 && all; ++l) {
-    if (!(mask >> l & 1u)) continue;
-    const int id = warp * 32 + l;
-    if (id >= g_nthreads) {
-      fatal(Check::warp_op, pc,
-            std::string(op_name(op)) + " at " + site(pc) + " names lane " + std::to_string(l) +
-                ", which the block does not have");
-      all = false;
-      break;
+  const unsigned present = g_warp_present[static_cast<std::size_t>(warp)];
+  if ((mask & ~present) != 0)
+    fatal(Check::warp_op, pc,
+          std::string(op_name(op)) + " at " + site(pc) + " names lanes the block does not have");
+  if (const unsigned gone = mask & g_warp_exited[static_cast<std::size_t>(warp)]; gone && !g_fatal)
+    fatal(Check::warp_op, pc,
+          thread_name(t.tid) + " waits at " + op_name(op) + " (" + site(pc) + ") for lane " +
+              std::to_string(__builtin_ctz(gone)) + ", which has exited");
+  if (!g_fatal && (waiting & mask) == mask) {
+    for (int l = 0; l < 32; ++l) {
+      if (!(mask >> l & 1u)) continue;
+      const Thread& o = g_threads[static_cast<std::size_t>(warp * 32 + l)];
+      if (o.op != op || o.mask != mask) {
+        fatal(Check::warp_op, pc,
+              "lanes of warp " + std::to_string(warp) + " meet at different warp operations: " +
+                  op_name(op) + " at " + site(pc) + " and " + op_name(o.op) + " at " +
+                  site(o.wait_pc));
+        break;
+      }
     }
-    const Thread& o = g_threads[static_cast<std::size_t>(id)];
-    if (o.state == State::done) {
-      fatal(Check::warp_op, pc,
-            thread_name(t.tid) + " waits at " + op_name(op) + " (" + site(pc) + ") for lane " +
-                std::to_string(l) + ", which has exited");
-      all = false;
-    } else if (o.state != State::warp) {
-      all = false;
-    } else if (o.op != op || o.mask != mask) {
-      fatal(Check::warp_op, pc,
-            "lanes of warp " + std::to_string(warp) +
-                " meet at different warp operations: " + op_name(op) + " at " + site(pc) + " and " +
-                op_name(o.op) + " at " + site(o.wait_pc));
-      all = false;
+    if (!g_fatal) {
+      waiting &= ~mask;
+      perform(warp, mask, op);
+      return;
     }
   }
   if (g_fatal) {
-    const int from = g_current;
-    g_current = -1;
-    simt_switch(&g_threads[static_cast<std::size_t>(from)].sp, g_main_sp);
-    return;
-  }
-  if (all) {
-    perform(warp, mask, op);
+    leave_with_fatal();
     return;
   }
   block_current();
@@ -781,6 +803,14 @@ void run_block(int linear, dim3 bid) {
   g_block_iv0 = g_iv;
   g_live = n;
   g_arrived = 0;
+  const int warps = (n + 31) / 32;
+  g_warp_waiting.assign(static_cast<std::size_t>(warps), 0u);
+  g_warp_present.assign(static_cast<std::size_t>(warps), 0u);
+  g_warp_exited.assign(static_cast<std::size_t>(warps), 0u);
+  for (int w = 0; w < warps; ++w) {
+    const int lanes = std::min(32, n - 32 * w);
+    g_warp_present[static_cast<std::size_t>(w)] = lanes == 32 ? 0xffffffffu : (1u << lanes) - 1u;
+  }
   for (int i = 0; i < n; ++i) {
     Thread& t = g_threads[static_cast<std::size_t>(i)];
     t.state = State::runnable;
