@@ -107,19 +107,22 @@ void expect_clean(const SynthCase& c, const SynthOutcome& o) {
       o.grid);
 }
 
-// Batch 64, GQA 4, ring 512 full, every head hits (forced): 512 tails on 396 CTAs, a uniform
-// plan whose entries past the grid are claimed by ticket; every built attend instance.
-TEST(SimtStep, SynthBatch64Gqa4Ring512Hit1TicketPath) {
+// Batch 64, GQA 4, every head hits (forced, lag <= 32, band 128): 1024 items, a uniform plan of
+// 1024 entries on 396 CTAs whose entries past the grid are claimed by ticket; every built attend
+// instance. Two steps: the plan kernel must have zeroed the ticket counter in between.
+TEST(SimtStep, SynthBatch64Gqa4Hit1TicketPath) {
   for (const cuda::AttendInstance& a : cuda::attend_instances()) {
     if (a.config.head_dim != 128 || a.config.kv_dtype != DType::bf16 || a.config.group < 4)
       continue;
-    SynthCase c = synth("b64_gqa4_k512_hit1_" + a.name);
+    SynthCase c = synth("b64_gqa4_hit1_" + a.name);
     c.batch = 64;
     c.group = 4;
+    c.ring = 64;
+    c.band = 128;
     c.contexts = {600, 700, 813, 1000};
     c.forced.enabled = true;
     c.forced.hit_rate = 1.0;
-    c.forced.lag = {LagKind::uniform, 1, 64};
+    c.forced.lag = {LagKind::uniform, 1, 32};
     c.engine.attend = a.name;
     c.steps = 2;
     const SynthOutcome o = run_synthetic(c);
@@ -130,11 +133,11 @@ TEST(SimtStep, SynthBatch64Gqa4Ring512Hit1TicketPath) {
   }
 }
 
-// Batch 16, GQA 8, ring 2048 (multi-pass match, several tiles a head), a third of the heads
-// repeat a ring entry: mixed groups, real matching, the probe instance.
-TEST(SimtStep, SynthBatch16Gqa8Ring2048MixedProbe) {
-  SynthCase c = synth("b16_gqa8_k2048_mixed_probe");
-  c.batch = 16;
+// Batch 4, GQA 8, ring 2048 (8 tiles a head of 16 passes each: multi-pass match, multi-tile
+// reduction), a third of the heads repeat a ring entry: mixed groups, real matching, the probe.
+TEST(SimtStep, SynthBatch4Gqa8Ring2048MixedProbe) {
+  SynthCase c = synth("b4_gqa8_k2048_mixed_probe");
+  c.batch = 4;
   c.group = 8;
   c.ring = 2048;
   c.band = 128;
@@ -148,13 +151,13 @@ TEST(SimtStep, SynthBatch16Gqa8Ring2048MixedProbe) {
   EXPECT_GT(o.mixed_groups, 0);
 }
 
-TEST(SimtStep, SynthBatch8Gqa4Ring2048NewestFullScan) {
-  SynthCase c = synth("b8_gqa4_k2048_newest");
-  c.batch = 8;
+TEST(SimtStep, SynthBatch4Gqa4Ring512NewestFullScan) {
+  SynthCase c = synth("b4_gqa4_k512_newest");
+  c.batch = 4;
   c.group = 4;
-  c.ring = 2048;
+  c.ring = 512;
   c.band = 64;
-  c.contexts = {2049, 2600};
+  c.contexts = {600, 900};
   c.pick = PickRule::newest;
   c.natural_hits = 0.5;
   c.engine.match = "match_cuda_hd128_p0_bf16";
@@ -169,6 +172,7 @@ TEST(SimtStep, SynthBatch64Gqa8Hit0Page1Normalized) {
   SynthCase c = synth("b64_gqa8_hit0_p1_normalized");
   c.batch = 64;
   c.group = 8;
+  c.ring = 32;
   c.contexts = {300, 420, 513};
   c.page_size = 1;
   c.pick = PickRule::normalized;

@@ -204,27 +204,38 @@ std::string site(const void* pc) {
                 static_cast<int>(getpid()), static_cast<unsigned long>(rel));
   std::string text;
   if (FILE* f = popen(cmd, "r")) {
+    // -i: the innermost inlined frame first, then its callers. Skip the runtime's own wrappers
+    // (kernels/cuda/simt/): the site is the kernel line that called them.
+    std::vector<std::pair<std::string, std::string>> frames;
     char line[4096];
-    std::string fn, loc;
-    if (std::fgets(line, sizeof line, f)) fn = line;
-    if (std::fgets(line, sizeof line, f)) loc = line;
-    pclose(f);
-    auto trim = [](std::string s) {
-      while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-      return s;
+    auto trim = [](std::string x) {
+      while (!x.empty() && (x.back() == '\n' || x.back() == ' ')) x.pop_back();
+      return x;
     };
-    fn = trim(fn);
-    loc = trim(loc);
-    if (const auto p = fn.find('('); p != std::string::npos) fn = fn.substr(0, p);
-    if (fn.size() > 90) fn = "..." + fn.substr(fn.size() - 87);
-    if (const auto s = loc.rfind('/'); s != std::string::npos) {
-      // keep the repository-relative tail: .../kernels/cuda/detail/attend.cuh:171
-      const auto k = loc.find("/kernels/");
-      const auto t = loc.find("/tests/");
-      const auto cut = k != std::string::npos ? k + 1 : (t != std::string::npos ? t + 1 : s + 1);
-      loc = loc.substr(cut);
+    while (std::fgets(line, sizeof line, f)) {
+      std::string fn = trim(line), loc;
+      if (std::fgets(line, sizeof line, f)) loc = trim(line);
+      frames.emplace_back(fn, loc);
     }
-    text = loc + " (" + fn + ")";
+    pclose(f);
+    std::size_t pick = 0;
+    while (pick + 1 < frames.size() &&
+           frames[pick].second.find("kernels/cuda/simt/") != std::string::npos)
+      ++pick;
+    if (!frames.empty()) {
+      std::string fn = frames[pick].first, loc = frames[pick].second;
+      if (const auto p = fn.find('('); p != std::string::npos) fn = fn.substr(0, p);
+      if (fn.size() > 90) fn = "..." + fn.substr(fn.size() - 87);
+      if (const auto sl = loc.rfind('/'); sl != std::string::npos) {
+        const auto k = loc.find("/kernels/");
+        const auto t = loc.find("/tests/");
+        const auto cut = k != std::string::npos ? k + 1 : (t != std::string::npos ? t + 1 : sl + 1);
+        loc = loc.substr(cut);
+      }
+      if (const auto d = loc.find(" (discriminator"); d != std::string::npos)
+        loc = loc.substr(0, d);
+      text = loc + " (" + fn + ")";
+    }
   }
   if (text.empty() || text[0] == '?') {
     char buf[64];
@@ -760,9 +771,9 @@ void arrive_warp(Thread& t, Op op, unsigned mask, const void* pc) {
       const Thread& o = g_threads[static_cast<std::size_t>(warp * 32 + l)];
       if (o.op != op || o.mask != mask) {
         fatal(Check::warp_op, pc,
-              "lanes of warp " + std::to_string(warp) + " meet at different warp operations: " +
-                  op_name(op) + " at " + site(pc) + " and " + op_name(o.op) + " at " +
-                  site(o.wait_pc));
+              "lanes of warp " + std::to_string(warp) +
+                  " meet at different warp operations: " + op_name(op) + " at " + site(pc) +
+                  " and " + op_name(o.op) + " at " + site(o.wait_pc));
         break;
       }
     }
