@@ -119,7 +119,7 @@ TEST(SimtStep, SynthBatch64Gqa4Hit1TicketPath) {
     c.group = 4;
     c.ring = 64;
     c.band = 128;
-    c.contexts = {600, 700, 813, 1000};
+    c.contexts = {300, 333, 410};
     c.forced.enabled = true;
     c.forced.hit_rate = 1.0;
     c.forced.lag = {LagKind::uniform, 1, 32};

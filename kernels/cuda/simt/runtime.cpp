@@ -149,7 +149,6 @@ constexpr std::size_t kRegionBytes = std::size_t{64} << 30;
 unsigned char* g_region = nullptr;
 std::size_t g_region_used = 0;
 std::vector<Alloc> g_allocs;  // in address order (bump allocation)
-std::size_t g_last_alloc = 0;
 
 // Shared memory: the static section, then the dynamic arena (twice the opt-in size, so an
 // access past the launch's bytes lands in the arena and is reported, never elsewhere).
@@ -459,16 +458,27 @@ void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const
 }
 
 // ---- Device memory.
+// The allocation holding [a, a + n): a 4-entry most-recently-used cache in front of a binary
+// search (kernels touch a few buffers in turn).
 Alloc* find_alloc(std::uintptr_t a, std::size_t n) {
+  static Alloc* mru[4] = {};
+  static std::size_t mru_gen = 0;
+  if (mru_gen != g_allocs.size()) {  // g_allocs grew: the cached pointers may have moved
+    for (Alloc*& m : mru) m = nullptr;
+    mru_gen = g_allocs.size();
+  }
+  for (Alloc* m : mru)
+    if (m && a >= m->lo && a + n <= m->hi && m->live) return m;
   if (g_allocs.empty()) return nullptr;
-  Alloc* last = &g_allocs[std::min(g_last_alloc, g_allocs.size() - 1)];
-  if (a >= last->lo && a + n <= last->hi && last->live) return last;
   auto it = std::upper_bound(g_allocs.begin(), g_allocs.end(), a,
                              [](std::uintptr_t x, const Alloc& al) { return x < al.lo; });
   if (it == g_allocs.begin()) return nullptr;
   --it;
   if (!it->live || a + n > it->hi) return nullptr;
-  g_last_alloc = static_cast<std::size_t>(it - g_allocs.begin());
+  mru[3] = mru[2];
+  mru[2] = mru[1];
+  mru[1] = mru[0];
+  mru[0] = &*it;
   return &*it;
 }
 
@@ -522,17 +532,16 @@ void global_access(Thread* t, std::uintptr_t a, std::size_t n, bool write, const
   if (t == nullptr || !g_options.checks) return;
   if (write) {
     if (t->n_stores > 0) {
-      StoreRange& r = t->stores[t->n_stores - 1];
+      StoreRange& r = t->stores[(t->n_stores - 1) % 8];
       if (r.hi == a) {
         r.hi = a + n;
         return;
       }
     }
-    if (t->n_stores == 8) {
-      std::memmove(t->stores, t->stores + 1, sizeof(StoreRange) * 7);
-      --t->n_stores;
-    }
-    t->stores[t->n_stores++] = StoreRange{a, a + n, pc};
+    // The 8 newest ranges (older ones are forgotten: a store long before an atomic, in a kernel
+    // without a fence, is the pattern the check is for only when it is recent).
+    t->stores[t->n_stores % 8] = StoreRange{a, a + n, pc};
+    ++t->n_stores;
   } else {
     check_published(*t, a, n, pc);
   }
@@ -563,7 +572,7 @@ void atomic_access(void* p, std::size_t n, const void* pc) {
     al->written += n;
   }
   // The stores since the last fence are now published by this atomic without a fence.
-  for (int i = 0; i < t.n_stores; ++i)
+  for (int i = 0; i < std::min(t.n_stores, 8); ++i)
     g_published[t.stores[i].lo] = Published{t.stores[i].hi, g_block_linear, t.stores[i].pc, pc};
   t.n_stores = 0;
 }
