@@ -173,7 +173,8 @@ TEST(SimtStep, SynthBatch64Gqa8Hit0Page1Normalized) {
   c.batch = 64;
   c.group = 8;
   c.ring = 32;
-  c.contexts = {300, 420, 513};
+  c.contexts = {100, 130, 171};
+  c.min_context = 64;
   c.page_size = 1;
   c.pick = PickRule::normalized;
   const SynthOutcome o = run_synthetic(c);
@@ -182,9 +183,38 @@ TEST(SimtStep, SynthBatch64Gqa8Hit0Page1Normalized) {
   EXPECT_EQ(o.eligible, o.heads);
 }
 
-// Contexts of 16K-20K that hit (a few hundred tokens read each), and a forced skip ratio.
-TEST(SimtStep, SynthLongContextsHit1) {
-  SynthCase c = synth("b2_gqa8_16k_hit1");
+// A context of 16K that hits (a few hundred tokens read a group); batch 2 at 16K-20K and the
+// forced skip ratio at 16K-18K are simt-big.
+TEST(SimtStep, SynthLongContextHit1) {
+  SynthCase c = synth("b1_gqa8_16k_hit1");
+  c.batch = 1;
+  c.group = 8;
+  c.contexts = {16384};
+  c.forced.enabled = true;
+  c.forced.hit_rate = 1.0;
+  c.forced.lag = {LagKind::uniform, 1, 200};
+  c.page_size = 7;
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.hits, o.heads);
+}
+
+TEST(SimtStep, SynthForcedSkipRatio) {
+  SynthCase c = synth("b8_gqa4_skip97");
+  c.batch = 8;
+  c.group = 4;
+  c.contexts = {1200, 1500, 1999};
+  c.forced.enabled = true;
+  c.forced.quota = ForcedQuota::skip_ratio;
+  c.forced.skip_ratio = 0.97;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.stats.skip_ratio(), 0.9);
+}
+
+TEST(SimtBigStep, LongContextsHit1Batch2) {
+  SynthCase c = synth("b2_gqa8_16k_20k_hit1");
   c.batch = 2;
   c.group = 8;
   c.contexts = {16384, 20000};
@@ -198,7 +228,7 @@ TEST(SimtStep, SynthLongContextsHit1) {
   EXPECT_EQ(o.hits, o.heads);
 }
 
-TEST(SimtStep, SynthLongContextsForcedSkipRatio) {
+TEST(SimtBigStep, LongContextsForcedSkipRatio) {
   SynthCase c = synth("b3_gqa4_16k_skip95");
   c.batch = 3;
   c.group = 4;

@@ -548,7 +548,7 @@ void global_access(Thread* t, std::uintptr_t a, std::size_t n, bool write, const
 }
 
 inline void access(const void* p, std::size_t n, bool write, const void* pc) {
-  if (!g_in_kernel || g_current < 0) return;
+  if (!g_in_kernel || g_current < 0 || !g_options.checks) return;
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   if (in_region(a)) {
     global_access(&cur(), a, n, write, pc);

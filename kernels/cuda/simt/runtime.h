@@ -78,7 +78,7 @@ struct LaunchStats {
 };
 
 struct Options {
-  bool checks = true;           // shared shadow state, race/uninit/bounds checks
+  bool checks = true;  // the checks and byte counts of kernel loads/stores (off: set-up kernels)
   bool reverse_blocks = false;  // run blocks last to first (other ticket orders, other races)
   bool fail_on_report = true;   // a launch with a new report fails (cudaErrorLaunchFailure)
   bool print_reports = true;    // reports to stderr as they happen
