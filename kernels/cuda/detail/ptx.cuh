@@ -1,5 +1,7 @@
 // Thin wrappers over the PTX instructions the kernels use: cp.async (16-byte, zero-filling),
 // ldmatrix, mma.sync.m16n8k16 with fp32 accumulators, and 16-bit packing. sm_80 and newer.
+// The simt build (MACTUNE_SIMT: kernels run on the host) takes the host implementation of the
+// inline-assembly wrappers from kernels/cuda/simt/ptx_host.h; the rest is shared.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +13,11 @@
 
 namespace mactune::cuda::detail {
 
+#if defined(MACTUNE_SIMT)
+}  // namespace mactune::cuda::detail
+#include "kernels/cuda/simt/ptx_host.h"  // the same functions, executed by the simt runtime
+namespace mactune::cuda::detail {
+#else
 __device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
   return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -61,6 +68,8 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 }
+
+#endif  // MACTUNE_SIMT
 
 // Splits (x0, x1) into two 16-bit pairs with x = hi + lo to ~2^-16 relative: MMAs on both halves
 // give fp32-class products, so the kernel adds almost no rounding beyond the KV storage itself.

@@ -1,0 +1,266 @@
+// The whole CUDA step (prepare -> match -> plan -> attend -> merge) of cuda::Session, run on the
+// host by the simt interpreter: the session's own host code over the interpreter's CUDA runtime
+// API, the production instances, the real launchers and device planner.
+//   Harness*  the GPU tests' harness (tests/cuda/gpu_harness.h) and criterion, step by step
+//             against the fp64 reference: small contexts, rings of 32, every pick rule, pages
+//             1/7/16, probe and full scan, graphs, the full baseline
+//   Synth*    after a synthetic prefill, against SyntheticOracle: batch 64, rings of 512 and
+//             2048 (multi-pass match, multi-tile reductions), contexts >= 16K, hit 0 / mixed / 1,
+//             forced hits and skip ratios, a uniform plan with more items than CTAs (tickets)
+// SimtBig* (label simt-big): long contexts that miss (every token of 16K-20K read).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "gpu_harness.h"
+#include "kernels/cuda/registry.h"
+#include "simt_step_runner.h"
+
+namespace mactune::simt::testing {
+namespace {
+
+using cuda::testing::Case;
+using cuda::testing::Outcome;
+using cuda::testing::run_against_reference;
+
+// ---- The GPU tests' harness and criterion (test_gpu_numerics.cpp: rel err <= 0.5 e_store).
+Case harness_case(const std::string& name, int group, int page, PickRule pick) {
+  Case c;
+  c.name = name;
+  c.shape.batch = 3;
+  c.shape.kv_heads = 2;
+  c.shape.q_heads = 2 * group;
+  c.shape.head_dim = 128;
+  c.shape.kv_dtype = DType::bf16;
+  c.shape.page_size = page;
+  c.mac.ring_capacity = 32;
+  c.mac.band = 6;
+  c.mac.tau = 0.45;
+  c.mac.min_context = 10;
+  c.mac.pick = pick;
+  c.requests = 3;
+  c.steps = 32 + 14;
+  return c;
+}
+
+void expect_calibrated(const Case& c, const Outcome& o) {
+  const double tol = 0.5 * o.store.rel();
+  EXPECT_GT(o.store.rel(), 0.0) << c.name;
+  EXPECT_LE(o.gpu.rel(), tol) << c.name << ": rel err " << o.gpu.rel() << " vs storage error "
+                              << o.store.rel() << " (worst head " << o.gpu.worst_head << ")";
+  if (c.mac_enabled) {
+    EXPECT_GT(o.hits, 0) << c.name << ": no hit exercised";
+    EXPECT_LE(o.ring.rel(), c.mac.summary_dtype == DType::bf16 ? std::max(tol, 4e-3) : tol)
+        << c.name << ": ring summaries";
+  }
+  EXPECT_TRUE(reports().empty()) << reports().front().text;
+}
+
+TEST(SimtStep, HarnessGqa4Page1Nearest) {
+  const Case c = harness_case("gqa4_p1_nearest", 4, 1, PickRule::nearest);
+  expect_calibrated(c, run_against_reference(c));
+}
+
+TEST(SimtStep, HarnessGqa8Page7NewestProbe) {
+  Case c = harness_case("gqa8_p7_newest_probe", 8, 7, PickRule::newest);
+  c.engine.match = "match_cuda_hd128_p1_bf16";
+  expect_calibrated(c, run_against_reference(c));
+}
+
+TEST(SimtStep, HarnessGqa8Page16NormalizedBf16SummaryGraph) {
+  Case c = harness_case("gqa8_p16_normalized_graph", 8, 16, PickRule::normalized);
+  c.mac.summary_dtype = DType::bf16;
+  c.engine.graph = true;
+  expect_calibrated(c, run_against_reference(c));
+}
+
+TEST(SimtStep, HarnessGqa4SubtractRectify) {
+  Case c = harness_case("gqa4_subtract", 4, 16, PickRule::nearest);
+  c.mac.rectify = Rectify::subtract;
+  expect_calibrated(c, run_against_reference(c));
+}
+
+TEST(SimtStep, HarnessFullBaselineSmallChunks) {
+  Case c = harness_case("full_gqa8_chunks", 8, 7, PickRule::nearest);
+  c.mac_enabled = false;
+  c.engine.min_chunk = 16;  // several items a group: partials merged from several CTAs
+  c.steps = 40;
+  expect_calibrated(c, run_against_reference(c));
+}
+
+// ---- Production shapes after a synthetic prefill.
+SynthCase synth(const std::string& name) {
+  SynthCase c;
+  c.name = name;
+  return c;
+}
+
+void expect_clean(const SynthCase& c, const SynthOutcome& o) {
+  EXPECT_TRUE(reports().empty()) << reports().front().text;
+  ::testing::Test::RecordProperty("max_rel_err", std::to_string(o.max_rel));
+  std::printf(
+      "[ simt     ] %s: rel err %.2e, %lld/%lld heads hit, %lld mixed groups, plan %s %d "
+      "items %d entries on %d CTAs\n",
+      c.name.c_str(), o.max_rel, o.hits, o.eligible, o.mixed_groups,
+      o.plan.kind == PlanKind::uniform ? "uniform" : "balanced", o.plan.items, o.plan.entries,
+      o.grid);
+}
+
+// Batch 64, GQA 4, every head hits (forced, lag <= 32, band 128): 1024 items, a uniform plan of
+// 1024 entries on 396 CTAs whose entries past the grid are claimed by ticket; every built attend
+// instance. Two steps: the plan kernel must have zeroed the ticket counter in between.
+TEST(SimtStep, SynthBatch64Gqa4Hit1TicketPath) {
+  for (const cuda::AttendInstance& a : cuda::attend_instances()) {
+    if (a.config.head_dim != 128 || a.config.kv_dtype != DType::bf16 || a.config.group < 4)
+      continue;
+    SynthCase c = synth("b64_gqa4_hit1_" + a.name);
+    c.batch = 64;
+    c.group = 4;
+    c.ring = 64;
+    c.band = 128;
+    c.contexts = {300, 333, 410};
+    c.forced.enabled = true;
+    c.forced.hit_rate = 1.0;
+    c.forced.lag = {LagKind::uniform, 1, 32};
+    c.engine.attend = a.name;
+    c.steps = 2;
+    const SynthOutcome o = run_synthetic(c);
+    expect_clean(c, o);
+    EXPECT_EQ(o.hits, o.heads);
+    EXPECT_EQ(o.plan.kind, PlanKind::uniform);
+    EXPECT_GT(o.plan.entries, o.grid) << "the ticket path did not run";
+  }
+}
+
+// Batch 4, GQA 8, ring 2048 (8 tiles a head of 16 passes each: multi-pass match, multi-tile
+// reduction), a third of the heads repeat a ring entry: mixed groups, real matching, the probe.
+TEST(SimtStep, SynthBatch4Gqa8Ring2048MixedProbe) {
+  SynthCase c = synth("b4_gqa8_k2048_mixed_probe");
+  c.batch = 4;
+  c.group = 8;
+  c.ring = 2048;
+  c.band = 128;
+  c.contexts = {2100, 2500, 3001};
+  c.natural_hits = 0.35;
+  c.page_size = 7;
+  c.engine.match = "match_cuda_hd128_p1_bf16";
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.hits, 0);
+  EXPECT_GT(o.mixed_groups, 0);
+}
+
+TEST(SimtStep, SynthBatch4Gqa4Ring512NewestFullScan) {
+  SynthCase c = synth("b4_gqa4_k512_newest");
+  c.batch = 4;
+  c.group = 4;
+  c.ring = 512;
+  c.band = 64;
+  c.contexts = {600, 900};
+  c.pick = PickRule::newest;
+  c.natural_hits = 0.5;
+  c.engine.match = "match_cuda_hd128_p0_bf16";
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.hits, 0);
+}
+
+// Batch 64, GQA 8, small contexts, fresh queries (hit 0), page size 1, normalized distances.
+TEST(SimtStep, SynthBatch64Gqa8Hit0Page1Normalized) {
+  SynthCase c = synth("b64_gqa8_hit0_p1_normalized");
+  c.batch = 64;
+  c.group = 8;
+  c.ring = 32;
+  c.contexts = {100, 130, 171};
+  c.min_context = 64;
+  c.page_size = 1;
+  c.pick = PickRule::normalized;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.hits, 0);
+  EXPECT_EQ(o.eligible, o.heads);
+}
+
+// A context of 16K that hits (a few hundred tokens read a group); batch 2 at 16K-20K and the
+// forced skip ratio at 16K-18K are simt-big.
+TEST(SimtStep, SynthLongContextHit1) {
+  SynthCase c = synth("b1_gqa8_16k_hit1");
+  c.batch = 1;
+  c.group = 8;
+  c.contexts = {16384};
+  c.forced.enabled = true;
+  c.forced.hit_rate = 1.0;
+  c.forced.lag = {LagKind::uniform, 1, 200};
+  c.page_size = 7;
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.hits, o.heads);
+}
+
+TEST(SimtStep, SynthForcedSkipRatio) {
+  SynthCase c = synth("b8_gqa4_skip97");
+  c.batch = 8;
+  c.group = 4;
+  c.contexts = {1200, 1500, 1999};
+  c.forced.enabled = true;
+  c.forced.quota = ForcedQuota::skip_ratio;
+  c.forced.skip_ratio = 0.97;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.stats.skip_ratio(), 0.9);
+}
+
+TEST(SimtBigStep, LongContextsHit1Batch2) {
+  SynthCase c = synth("b2_gqa8_16k_20k_hit1");
+  c.batch = 2;
+  c.group = 8;
+  c.contexts = {16384, 20000};
+  c.forced.enabled = true;
+  c.forced.hit_rate = 1.0;
+  c.forced.lag = {LagKind::uniform, 1, 200};
+  c.page_size = 7;
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.hits, o.heads);
+}
+
+TEST(SimtBigStep, LongContextsForcedSkipRatio) {
+  SynthCase c = synth("b3_gqa4_16k_skip95");
+  c.batch = 3;
+  c.group = 4;
+  c.contexts = {16500, 17000, 18000};
+  c.forced.enabled = true;
+  c.forced.quota = ForcedQuota::skip_ratio;
+  c.forced.skip_ratio = 0.97;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.stats.skip_ratio(), 0.9);
+}
+
+// ---- simt-big: long contexts read in full.
+TEST(SimtBigStep, LongContextsMissGqa4) {
+  SynthCase c = synth("b4_gqa4_16k_hit0");
+  c.batch = 4;
+  c.group = 4;
+  c.contexts = {16384, 17000, 18500, 20000};
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.hits, 0);
+}
+
+TEST(SimtBigStep, LongContextsFullBaselineGqa8) {
+  SynthCase c = synth("b2_gqa8_16k_full");
+  c.batch = 2;
+  c.group = 8;
+  c.contexts = {16384, 18000};
+  c.mac_enabled = false;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+}
+
+}  // namespace
+}  // namespace mactune::simt::testing
