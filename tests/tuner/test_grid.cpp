@@ -129,7 +129,7 @@ TEST(TunerGrid, ShippedSpecs) {
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
   const std::string dir = std::string(src) + "/configs/";
   const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
-  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 3u * 2u);  // batch x context x hit x chunk
+  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 3u * 2u);  // batch x context x hit x match
   EXPECT_EQ(quick.device.backend, "cpu");
   // cpu-wide: >= 16 configs per bucket (chunk x block_rows x threads x K x r), 6 buckets.
   const Spec wide = load_spec(dir + "cpu-wide.yaml", "cpu");
