@@ -15,7 +15,8 @@
 // rate of a (batch, context) (Session::set_forced), and full and MAC run in the same process.
 //
 //   bench_cpu [--contexts=4096,...] [--batches=1,8] [--hits=0,0.5,1] [--coherence=per-head]
-//             [--isa=auto] [--threads=0] [--block_rows=16] [--chunk_tokens=256]
+//             [--isa=auto] [--threads=0] [--block_rows=16] [--chunk_tokens=256] [--match=scan]
+//             [--K=512]
 //             [benchmark flags, e.g. --benchmark_filter=... --benchmark_repetitions=5]
 // Names: <instance>/batch:B/context:L[/hit:H], e.g.
 // mac_cpu_avx2_hd128_bf16/batch:1/context:32768/hit:0.50
@@ -51,10 +52,12 @@ struct Grid {
   std::vector<int> batches{1, 2, 4, 8};
   std::vector<double> hits{0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
   Coherence coherence = Coherence::per_head;
+  int ring = 512;  // K
   cpu::EngineConfig engine;
 };
 
-cpu::SessionOptions options(bool mac, int batch, int context, const cpu::EngineConfig& engine) {
+cpu::SessionOptions options(bool mac, int batch, int context, int ring,
+                            const cpu::EngineConfig& engine) {
   cpu::SessionOptions o;
   o.shape.batch = batch;
   o.shape.q_heads = 32;
@@ -62,7 +65,7 @@ cpu::SessionOptions options(bool mac, int batch, int context, const cpu::EngineC
   o.shape.head_dim = 128;
   o.shape.kv_dtype = DType::bf16;
   o.shape.page_size = 16;
-  o.mac.ring_capacity = 512;
+  o.mac.ring_capacity = ring;
   o.mac.band = 256;
   o.mac.tau = 0.45;
   o.mac.min_context = 2048;
@@ -90,10 +93,10 @@ struct Live {
   std::vector<int> ids;
   std::vector<float> q, k, v;
 
-  cpu::Session& get(bool m, int b, int ctx, const cpu::EngineConfig& engine) {
+  cpu::Session& get(bool m, int b, int ctx, int ring, const cpu::EngineConfig& engine) {
     if (session && mac == m && batch == b && context == ctx) return *session;
     session.reset();
-    session = std::make_unique<cpu::Session>(options(m, b, ctx, engine));
+    session = std::make_unique<cpu::Session>(options(m, b, ctx, ring, engine));
     mac = m, batch = b, context = ctx;
     ids.clear();
     for (int i = 0; i < b; ++i) {
@@ -121,13 +124,13 @@ double modeled_flops(const StepStats& s, int m, int ring_capacity, int head_dim)
 }
 
 void decode(benchmark::State& state, bool mac, int batch, int context, double hit,
-            Coherence coherence, const cpu::EngineConfig& engine) {
-  cpu::Session& s = live().get(mac, batch, context, engine);
+            Coherence coherence, int ring, const cpu::EngineConfig& engine) {
+  cpu::Session& s = live().get(mac, batch, context, ring, engine);
   if (mac) s.set_forced(forced(hit, coherence));
   const auto& ids = live().ids;
   const StepStats stats = s.step(ids, live().q, live().k, live().v, false).stats;
   const double bytes = static_cast<double>(stats.modeled_bytes());
-  const double flops = modeled_flops(stats, context, 512, 128);
+  const double flops = modeled_flops(stats, context, ring, 128);
   // The read bandwidth of this moment, the larger of probes just before and just after: over
   // a buffer of the step's own size (the bound at the cache level its working set lives in)
   // and over one far larger than the LLC (DRAM).
@@ -148,6 +151,7 @@ void decode(benchmark::State& state, bool mac, int batch, int context, double hi
   roof.read_bytes_per_s = std::max(dram_before, read_bandwidth_now(3));
   const double dram_bound = roof.bound_seconds(bytes, flops);
   state.counters["probe_dram_B/s"] = roof.read_bytes_per_s;
+  state.counters["match_rows_read"] = static_cast<double>(stats.match_rows_read);
   state.counters["roofline_dram"] = dram_bound / per_step;
   roof.read_bytes_per_s = std::max(ws_before, read_bandwidth_at(ws_bytes, 3));
   state.counters["probe_read_B/s"] = roof.read_bytes_per_s;
@@ -275,6 +279,8 @@ Grid parse_grid(int& argc, char** argv) {
       g.hits = parse_list<double>("--hits", v3);
     else if (const char* v8 = value("--coherence"))
       g.coherence = parse_enum<Coherence>(v8);
+    else if (const char* v9 = value("--K"))
+      g.ring = parse_list<int>("--K", v9).front();
     else
       argv[kept++] = argv[i];
   }
@@ -331,18 +337,19 @@ int main(int argc, char** argv) {
               name.c_str(), [=](benchmark::State& s) { kernel_attend(s, isa, g, rows, br); });
         }
   const mactune::Coherence coh = grid.coherence;
+  const int K = grid.ring;
   for (const int b : grid.batches)
     for (const int ctx : grid.contexts) {
       const auto& e = grid.engine;
       benchmark::RegisterBenchmark(
           point_name(false, b, ctx, 0, grid.coherence, e).c_str(),
-          [=](benchmark::State& s) { decode(s, false, b, ctx, 0, coh, e); })
+          [=](benchmark::State& s) { decode(s, false, b, ctx, 0, coh, K, e); })
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       for (const double h : grid.hits)
         benchmark::RegisterBenchmark(
             point_name(true, b, ctx, h, grid.coherence, e).c_str(),
-            [=](benchmark::State& s) { decode(s, true, b, ctx, h, coh, e); })
+            [=](benchmark::State& s) { decode(s, true, b, ctx, h, coh, K, e); })
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
     }

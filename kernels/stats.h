@@ -50,6 +50,9 @@ struct StepStats {
   long long kv_bytes_read = 0;      // tokens read x 2 D sizeof(kv)
   long long ring_bytes_read = 0;    // ring q scanned by match + summaries of hits
   long long bytes_written = 0;      // outputs, ring entries, appended KV
+  // Ring rows the match read in full (the CPU engine's; others leave it 0): every candidate
+  // slot with match = scan, the rows the bound could not rule out with match = pruned.
+  long long match_rows_read = 0;
   int eligible_heads = 0, hit_heads = 0, gate_rejections = 0, guard_fires = 0;
   int eligible_groups = 0, groups_all_hit = 0, groups_mixed = 0, groups_all_miss = 0;
 

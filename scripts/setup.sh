@@ -4,16 +4,21 @@
 # the Python package (MACTUNE_BUILD_PYTHON): its interpreter is build/pyenv, a venv over
 # Debian's python3 that sees Debian's numpy and pytest and gets nanobind and scikit-build-core
 # (not packaged in bookworm) from PyPI, at pinned versions.
-#   scripts/setup.sh [preset]     (default: release; see CMakePresets.json)
+#   scripts/setup.sh [preset]     (default: release; see CMakePresets.json; `quick` builds only
+#                                 the `mactune` CLI and installs only what it needs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=${1:-release}
 
 packages=(cmake ninja-build g++ git pkg-config
-          libyaml-cpp-dev libcli11-dev libsqlite3-dev nlohmann-json3-dev
-          libgtest-dev libgmock-dev libbenchmark-dev
-          clang libclang-rt-14-dev
-          python3-dev python3-venv python3-numpy python3-pytest libopenblas0-pthread)
+          libyaml-cpp-dev libcli11-dev libsqlite3-dev nlohmann-json3-dev)
+# The `quick` preset (scripts/quickstart.sh) builds only the `mactune` CLI: no test, benchmark,
+# fuzzer or Python dependencies.
+if [[ $preset != quick ]]; then
+  packages+=(libgtest-dev libgmock-dev libbenchmark-dev
+             clang libclang-rt-14-dev
+             python3-dev python3-venv python3-numpy python3-pytest libopenblas0-pthread)
+fi
 # The `slurm` test (tests/slurm) starts a single-node Slurm of its own from these packages, in
 # a temporary folder with its own munge key; the packages' system services are not used.
 if [[ $preset == ci ]]; then

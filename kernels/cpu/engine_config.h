@@ -18,6 +18,10 @@ struct EngineConfig {
   int block_rows = 16;
   int threads = 0;           // worker threads; 0 = all logical CPUs
   std::string isa = "auto";  // auto | avx512 | avx2 | generic
+  // How the match reads the ring: `scan` computes every candidate's d2; `pruned` (prune.h)
+  // first bounds each from a 4-bit copy and reads in full only the rows the bound cannot
+  // rule out. The same decisions either way (pick `normalized` always scans).
+  std::string match = "scan";
   bool operator==(const EngineConfig&) const = default;
 };
 
@@ -37,6 +41,9 @@ struct mactune::FieldTable<mactune::cpu::EngineConfig> {
             .range(1),
         field<&E::block_rows>("block_rows", "block_rows", "KV rows per inner block")
             .range(1, cpu::kMaxBlockRows),
+        field<&E::match>("match", "match",
+                         "match: scan (every ring row) or pruned (rows a bound cannot rule out)")
+            .only({"scan", "pruned"}),
     };
     return t;
   }

@@ -92,6 +92,11 @@ struct GenericV {
   static void reduce8(const reg* acc, float* out) {
     for (int i = 0; i < 8; ++i) out[i] = hsum(acc[i]);
   }
+  // The L bytes at p as two registers: lo[i] = p[i] & 15, hi[i] = p[i] >> 4 (4-bit codes).
+  static void load_nib(const std::uint8_t* p, reg& lo, reg& hi) {
+    lo = from_lanes([&](int i) { return static_cast<float>(p[i] & 15); });
+    hi = from_lanes([&](int i) { return static_cast<float>(p[i] >> 4); });
+  }
 
   // 2^x for x <= 0 (scores minus their running max): n = round(x), 2^(x - n) by a degree-7
   // Taylor polynomial on [-1/2, 1/2] (relative error < 1e-8), times 2^n built in the exponent

@@ -84,6 +84,13 @@ struct V {
     return _mm256_and_ps(live, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
   }
 
+  // The L bytes at p as two registers: lo[i] = p[i] & 15, hi[i] = p[i] >> 4 (4-bit codes).
+  static void load_nib(const std::uint8_t* p, reg& lo, reg& hi) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+
   template <class T>
   static constexpr int pair_slot(int i) {
     if constexpr (std::is_same_v<T, bf16_t>)

@@ -78,6 +78,13 @@ struct V {
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
   }
 
+  // The L bytes at p as two registers: lo[i] = p[i] & 15, hi[i] = p[i] >> 4 (4-bit codes).
+  static void load_nib(const std::uint8_t* p, reg& lo, reg& hi) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
+    hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+  }
+
   template <class T>
   static constexpr int pair_slot(int i) {
     if constexpr (std::is_same_v<T, bf16_t>)

@@ -1,6 +1,7 @@
-// The two compute kernels of the CPU engine, as plain function pointers per (ISA, head_dim,
-// KV dtype): `attend` (all heads of one group over one KV range, online softmax in fp32) and
-// `dist2` (squared distances of one query to every ring slot). The session orchestrates them;
+// The compute kernels of the CPU engine, as plain function pointers per (ISA, head_dim, KV
+// dtype): `attend` (all heads of one group over one KV range, online softmax in fp32), `dist2`
+// (squared distances of one query to every ring slot), and the pruned match's `sketch_dot`
+// (the bound's dot product over 4-bit codes) and `dist2_some` (dist2 of chosen slots). The session orchestrates them;
 // each ISA's translation unit instantiates them from one templated body (kernel_body.h).
 #pragma once
 
@@ -57,12 +58,37 @@ struct DistArgs {
   float* d2 = nullptr;  // [slots]
 };
 
+// The pruned match's two passes (prune.h has the bound and its proof).
+// dot[s] = sum_i q_i * n_{s,i} in fp32 for every slot s in [0, slots): n are the slot's 4-bit
+// codes (0..15), D/2 bytes a slot, byte j holding dimension j in its low nibble and dimension
+// j + D/2 in its high one; q in memory order.
+struct SketchArgs {
+  const float* q = nullptr;              // [D] the current query, rounded to the KV dtype
+  const std::uint8_t* codes = nullptr;   // [slots, D/2]
+  int slots = 0;
+  float* dot = nullptr;  // [slots]
+};
+// The d2 that DistArgs{q, ring_q, slots, false, ...} writes for slot list[i], bit for bit
+// (the same chains and the same lane reduction per slot), into d2[i]; nothing else is read.
+struct SomeDistArgs {
+  const float* q = nullptr;
+  const std::byte* ring_q = nullptr;  // [slots, D] in the KV dtype
+  int slots = 0;                      // as the exhaustive scan would pass it
+  const int* list = nullptr;          // [n] slots in [0, slots)
+  int n = 0;
+  float* d2 = nullptr;  // [n]
+};
+
 using AttendFn = void (*)(const AttendArgs&);
 using DistFn = void (*)(const DistArgs&);
+using SketchFn = void (*)(const SketchArgs&);
+using SomeDistFn = void (*)(const SomeDistArgs&);
 
 struct KernelSet {
   AttendFn attend = nullptr;
   DistFn dist2 = nullptr;
+  SketchFn sketch_dot = nullptr;
+  SomeDistFn dist2_some = nullptr;
 };
 
 // Each ISA translation unit defines its own; returns {} when head_dim has no instance.

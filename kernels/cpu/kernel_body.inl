@@ -551,3 +551,81 @@ void dist2(const DistArgs& a) {
     a.d2[slot] = V::hsum(e);
   }
 }
+
+// The d2 of chosen slots, each computed as dist2 (normalized = false) computes it over
+// `slots` slots: the same chain per slot (slots are independent until the lane reduction),
+// then the same reduction, reduce8 for the slots of dist2's groups of 8 and hsum for the last
+// ones. The pruned match reads its survivors' rows through it, so a row read in full gets the
+// exhaustive scan's value bit for bit.
+template <int D, class T>
+void dist2_some(const SomeDistArgs& a) {
+  alignas(64) float q[D];
+  permute_in<T, D>(a.q, q);
+  const T* ring = reinterpret_cast<const T*>(a.ring_q);
+  constexpr int kSlots = 8;
+  const int grouped = a.slots / kSlots * kSlots;  // dist2's group loop covers [0, grouped)
+  for (int k = 0; k < a.n; ++k) {
+    const int slot = a.list[k];
+    const T* x = ring + static_cast<std::size_t>(slot) * D;
+    const typename V::reg one = V::set1(1.0f);
+    typename V::reg e = V::zero();
+    for (int d = 0; d < D; d += kL2) {
+      typename V::reg xa, xb;
+      V::load_pair(x + d, xa, xb);
+      const typename V::reg da = V::sub(V::load(q + d), V::mul(one, xa));
+      const typename V::reg db = V::sub(V::load(q + d + V::L), V::mul(one, xb));
+      e = V::fma(da, da, V::fma(db, db, e));
+    }
+    if (slot < grouped) {
+      typename V::reg acc[kSlots];
+      for (int i = 0; i < kSlots; ++i) acc[i] = V::zero();
+      acc[slot % kSlots] = e;
+      alignas(64) float out[kSlots];
+      V::reduce8(acc, out);
+      a.d2[k] = out[slot % kSlots];
+    } else {
+      a.d2[k] = V::hsum(e);
+    }
+  }
+}
+
+// Slots ahead whose codes sketch_dot prefetches (a 128-dimension slot's codes are one line).
+constexpr int kSketchAhead = 16;
+
+// The bound's dot products (SketchArgs): 8 slots at a time, as dist2, over half as many
+// iterations (each reads L codes of a dimension of the first half and L of the second).
+template <int D>
+void sketch_dot(const SketchArgs& a) {
+  constexpr int H = D / 2;  // code bytes a slot
+  static_assert(H % V::L == 0);
+  constexpr int kSlots = 8;
+  int slot = 0;
+  for (; slot + kSlots <= a.slots; slot += kSlots) {
+    const std::uint8_t* x = a.codes + static_cast<std::size_t>(slot) * H;
+    typename V::reg e[kSlots];
+    MACTUNE_UNROLL
+    for (int i = 0; i < kSlots; ++i) e[i] = V::zero();
+    const bool ahead = slot + kSketchAhead + kSlots <= a.slots;
+    for (int j = 0; j < H; j += V::L) {
+      const typename V::reg qa = V::load(a.q + j), qb = V::load(a.q + j + H);
+      MACTUNE_UNROLL
+      for (int i = 0; i < kSlots; ++i) {
+        if (ahead && j % 64 == 0) __builtin_prefetch(x + (kSketchAhead + i) * H + j, 0, 3);
+        typename V::reg lo, hi;
+        V::load_nib(x + i * H + j, lo, hi);
+        e[i] = V::fma(qa, lo, V::fma(qb, hi, e[i]));
+      }
+    }
+    V::reduce8(e, a.dot + slot);
+  }
+  for (; slot < a.slots; ++slot) {
+    const std::uint8_t* x = a.codes + static_cast<std::size_t>(slot) * H;
+    typename V::reg e = V::zero();
+    for (int j = 0; j < H; j += V::L) {
+      typename V::reg lo, hi;
+      V::load_nib(x + j, lo, hi);
+      e = V::fma(V::load(a.q + j), lo, V::fma(V::load(a.q + j + H), hi, e));
+    }
+    a.dot[slot] = V::hsum(e);
+  }
+}

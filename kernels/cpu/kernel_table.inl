@@ -8,11 +8,11 @@ template <int D>
 KernelSet kernels_for_dim(DType kv_dtype) {
   switch (kv_dtype) {
     case DType::f32:
-      return {&attend<D, float>, &dist2<D, float>};
+      return {&attend<D, float>, &dist2<D, float>, &sketch_dot<D>, &dist2_some<D, float>};
     case DType::f16:
-      return {&attend<D, f16_t>, &dist2<D, f16_t>};
+      return {&attend<D, f16_t>, &dist2<D, f16_t>, &sketch_dot<D>, &dist2_some<D, f16_t>};
     case DType::bf16:
-      return {&attend<D, bf16_t>, &dist2<D, bf16_t>};
+      return {&attend<D, bf16_t>, &dist2<D, bf16_t>, &sketch_dot<D>, &dist2_some<D, bf16_t>};
   }
   return {};
 }

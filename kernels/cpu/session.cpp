@@ -91,6 +91,10 @@ void Session::Impl::configure_engine() {
   }
   const auto T = static_cast<std::size_t>(pool->size());
   d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));
+  pruned = opt.engine.match == "pruned";
+  candidates.resize(T);
+  pick_slot.resize(T);
+  rows_read.assign(T, 0);
   qn.resize(T * static_cast<std::size_t>(D));
   merge_tmp.resize(T * 2 * static_cast<std::size_t>(D));
   guard_fires.assign(T, 0);
@@ -191,7 +195,6 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
                   " is outside [0, max_context = ", s.opt.max_context, "]");
   s.kv.reserve(r.pages, len);
   const int P = s.shape.page_size, pages = (len + P - 1) / P;
-  const DType kv_dtype = s.shape.kv_dtype;
   // Tasks of whole pages (at most 4096 tasks); each page's values depend only on (seed, page).
   const int per_task = std::max(1, (pages + 4095) / 4096);
   s.pool->run((pages + per_task - 1) / per_task, [&](int task, int) {
@@ -217,7 +220,7 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
       for (int h = 0; h < s.Hq; ++h) {
         ring.pos[ring.index(h, slot)] = p;
         for (float& e : x) e = rng.next();
-        store_floats(kv_dtype, x.data(), ring.q_at(h, slot), s.D);
+        ring.write_q(h, slot, x.data());
         for (float& e : x) e = ce > 0 ? rng.next() : 0.0f;
         store_floats(s.mac.summary_dtype, x.data(), ring.o_at(h, slot), s.D);
         ring.lse[ring.index(h, slot)] = ce > 0

@@ -51,7 +51,15 @@ struct Session::Impl {
   std::vector<float> k_rot;           // [n, Hkv, D] post-RoPE keys
   RopeAngles rope;                    // [D/2] angles of the request being rotated
   std::vector<int> starts;            // [n, Hq] first position each head attends
-  std::vector<float> d2;              // [threads, K] match scratch
+  std::vector<float> d2;              // [threads, K] match scratch (pruned: the bound's dots)
+  bool pruned = false;                // opt.engine.match == "pruned"
+  struct Candidate {                  // a row the pruned match's bound did not rule out
+    int slot, p;
+    double lb;  // lower bound on its d2 (prune::lower_bound)
+  };
+  std::vector<std::vector<Candidate>> candidates;  // [threads][...]
+  std::vector<int> pick_slot;                      // [threads] dist2_some's one-slot list
+  std::vector<long long> rows_read;                // [threads] ring rows read in full
   std::vector<float> qn;              // [threads, D] normalized query (pick = normalized)
   std::vector<GroupSpan> spans;       // [n, Hkv]
   std::vector<WorkItem> items;        // the plan
@@ -85,6 +93,10 @@ struct Session::Impl {
                        std::span<const float> k, std::span<const float> v);
   void match(std::span<const int> requests);
   void decide_head(const Request& r, int b, int n, int h, int worker);
+  // The match of head h at step m over its ring: the exhaustive scan, or the pruned match
+  // (prune.h), which decides as the scan does. Set d.hit, d.p and d.d2.
+  void match_scan(const Ring& ring, int h, int m, const float* q, HeadDecision& d, int worker);
+  void match_pruned(const Ring& ring, int h, int m, const float* q, HeadDecision& d, int worker);
   void plan(int n);
   void attend();
   void attend_item(int i);  // one work item into its partial state

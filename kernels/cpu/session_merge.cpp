@@ -158,7 +158,7 @@ void Session::Impl::ring_write(std::span<const int> requests) {
       const std::size_t head = sz(b) * sz(Hq) + sz(h);
       ring.pos[ring.index(h, slot)] = m;
       ring.lse[ring.index(h, slot)] = entry_lse[head];
-      store_floats(shape.kv_dtype, &q_round[head * sz(D)], ring.q_at(h, slot), D);
+      ring.write_q(h, slot, &q_round[head * sz(D)]);
       store_floats(mac.summary_dtype, &entry_o[head * sz(D)], ring.o_at(h, slot), D);
     }
   }

@@ -4,6 +4,7 @@
 #include <limits>
 #include <utility>
 
+#include "kernels/cpu/prune.h"
 #include "kernels/cpu/session_impl.h"
 #include "kernels/forced.h"
 #include "kernels/plan_serial.h"
@@ -132,6 +133,7 @@ void Session::Impl::match(std::span<const int> requests) {
     const int b = task / Hq, h = task % Hq;
     decide_head(request(requests[sz(b)]), b, n, h, worker);
   });
+  for (long long& r : rows_read) result.stats.match_rows_read += std::exchange(r, 0);
 }
 
 // The decision of head h of batch row b (of n): the match over the ring, then the forced
@@ -144,6 +146,32 @@ void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worke
   const Ring& ring = r.ring;
   const int K = ring.capacity;
   const float* q = &q_round[(sz(b) * sz(Hq) + sz(h)) * sz(D)];
+  if (pruned && mac.pick != PickRule::normalized) {
+    match_pruned(ring, h, m, q, d, worker);
+  } else {
+    match_scan(ring, h, m, q, d, worker);
+  }
+  const ForcedHits& f = opt.forced;
+  if (f.enabled) {
+    const ForcedChoice c =
+        forced_choice(f, steps, {b, n, h, Hq, Hkv, m, kv_before[sz(b)]}, K, mac.band);
+    const int p = m - c.lag;
+    bool valid = false;
+    if (c.hit && p >= 0) {
+      const std::size_t i = ring.index(h, ring_slot(p, K));
+      valid = ring.pos[i] == p && ring.lse[i] > kNegInf;
+    }
+    d.hit = valid;
+    d.p = d.hit ? p : -1;
+  }
+  d.start = d.hit ? cache_end(d.p, mac.band) : 0;
+  starts[sz(b) * sz(Hq) + sz(h)] = d.start;
+}
+
+// The exhaustive scan: every candidate's d2 (dist2), older first so ties stay with the older.
+void Session::Impl::match_scan(const Ring& ring, int h, int m, const float* q, HeadDecision& d,
+                               int worker) {
+  const int K = ring.capacity;
   if (mac.pick == PickRule::normalized) {
     float* y = &qn[sz(worker) * sz(D)];
     double n2 = 0.0;
@@ -155,6 +183,7 @@ void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worke
   float* dist = &d2[sz(worker) * sz(K)];
   // Below m = K the candidates are positions 0..m-1, in slots 0..m-1: scan only those.
   kernels.dist2({q, ring.q_at(h, 0), std::min(m, K), mac.pick == PickRule::normalized, dist});
+  rows_read[sz(worker)] += std::min(m, K);
   const double threshold = match_threshold(D, mac.tau);
   float best = std::numeric_limits<float>::infinity();
   int best_p = -1, newest_under = -1;
@@ -175,21 +204,72 @@ void Session::Impl::decide_head(const Request& r, int b, int n, int h, int worke
       d.p = best_p;
     }
   }
-  const ForcedHits& f = opt.forced;
-  if (f.enabled) {
-    const ForcedChoice c =
-        forced_choice(f, steps, {b, n, h, Hq, Hkv, m, kv_before[sz(b)]}, K, mac.band);
-    const int p = m - c.lag;
-    bool valid = false;
-    if (c.hit && p >= 0) {
-      const std::size_t i = ring.index(h, ring_slot(p, K));
-      valid = ring.pos[i] == p && ring.lse[i] > kNegInf;
-    }
-    d.hit = valid;
-    d.p = d.hit ? p : -1;
+}
+
+// The pruned match (prune.h): one pass over the 4-bit codes bounds every candidate's d2 from
+// below; a row is read in full (dist2_some: the scan's value, bit for bit) only if its bound
+// is under the threshold and, for pick nearest, not above the best d2 found so far. Nearest
+// takes the survivors in order of their bounds and stops at the first bound above the best
+// (a row with d2 equal to the best has its bound at or below it, so every tie is read and the
+// older position wins as in the scan); newest takes them newest first and stops at the first
+// d2 under the threshold (every newer candidate is over it: read, or bounded at or above it).
+// d2 reported: the scan's value on a nearest hit; otherwise the smallest d2 read in full (+inf
+// if none), not the exhaustive minimum.
+void Session::Impl::match_pruned(const Ring& ring, int h, int m, const float* q, HeadDecision& d,
+                                 int worker) {
+  const int K = ring.capacity;
+  const int slots = std::min(m, K);
+  d.d2 = std::numeric_limits<float>::infinity();
+  if (!(mac.tau < 1.0)) return;  // hits disabled: nothing to read
+  float* dot = &d2[sz(worker) * sz(K)];
+  kernels.sketch_dot({q, ring.codes_at(h, 0), slots, dot});
+  const prune::Query pq = prune::prepare(q, D);
+  const double threshold = match_threshold(D, mac.tau);
+  const double root = prune::root_for(pq, threshold);
+  std::vector<Candidate>& cand = candidates[sz(worker)];
+  cand.clear();
+  for (int p = std::max(0, m - K); p < m; ++p) {  // older first
+    const int slot = ring_slot(p, K);
+    const std::size_t i = ring.index(h, slot);
+    if (ring.pos[i] != p || !(ring.lse[i] > kNegInf)) continue;
+    const double elo = prune::e_lo(pq, dot[slot], ring.sk_scale[i], ring.sk_c2[i]);
+    if (pq.finite && prune::reaches(elo, ring.sk_err[i], root)) continue;  // d2 >= threshold
+    cand.push_back({slot, p, prune::lower_bound(pq, elo, ring.sk_err[i])});
   }
-  d.start = d.hit ? cache_end(d.p, mac.band) : 0;
-  starts[sz(b) * sz(Hq) + sz(h)] = d.start;
+  if (cand.empty()) return;
+  int& one = pick_slot[sz(worker)];
+  auto exact = [&](const Candidate& c) {
+    one = c.slot;
+    float x = 0.0f;
+    kernels.dist2_some({q, ring.q_at(h, 0), slots, &one, 1, &x});
+    ++rows_read[sz(worker)];
+    d.d2 = std::min(d.d2, x);
+    return x;
+  };
+  if (mac.pick == PickRule::newest) {
+    for (auto c = cand.rbegin(); c != cand.rend(); ++c)
+      if (static_cast<double>(exact(*c)) < threshold) {
+        d.hit = true;
+        d.p = c->p;
+        return;
+      }
+    return;
+  }
+  // Stable: equal bounds keep the older first (either order would do: ties are settled below).
+  std::stable_sort(cand.begin(), cand.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.lb < b.lb; });
+  float best = std::numeric_limits<float>::infinity();
+  int best_p = -1;
+  for (const Candidate& c : cand) {
+    if (c.lb > static_cast<double>(best)) break;  // this and every later one: d2 > best
+    const float x = exact(c);
+    if (x < best || (x == best && c.p < best_p)) best = x, best_p = c.p;
+  }
+  if (best_p >= 0 && static_cast<double>(best) < threshold) {
+    d.hit = true;
+    d.p = best_p;
+    d.d2 = best;
+  }
 }
 
 // One span per (request, KV head) from the heads' starts; chunks never straddle cache_end(m).

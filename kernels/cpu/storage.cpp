@@ -8,6 +8,7 @@
 #include <limits>
 #include <mutex>
 
+#include "kernels/cpu/prune.h"
 #include "kernels/cpu/session.h"
 #include "kernels/error.h"
 
@@ -212,6 +213,7 @@ void Ring::allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype)
   q_heads = heads;
   capacity = slots;
   head_dim = dim;
+  this->q_dtype = q_dtype;
   q_bytes = static_cast<std::size_t>(dim) * dtype_size(q_dtype);
   o_bytes = static_cast<std::size_t>(dim) * dtype_size(o_dtype);
   const std::size_t n = static_cast<std::size_t>(heads) * slots;
@@ -219,6 +221,10 @@ void Ring::allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype)
   lse.resize(n);
   q.resize(n * q_bytes);
   o.resize(n * o_bytes);
+  codes.resize(n * static_cast<std::size_t>(dim / 2));
+  sk_scale.resize(n);
+  sk_c2.resize(n);
+  sk_err.resize(n);
   clear();
 }
 
@@ -227,6 +233,22 @@ void Ring::clear() {
   std::fill(lse.begin(), lse.end(), -std::numeric_limits<float>::infinity());
   std::memset(q.data(), 0, q.size());
   std::memset(o.data(), 0, o.size());
+  std::memset(codes.data(), 0x88, codes.size());  // the sketch of q = 0: codes 0, exact
+  std::fill(sk_scale.begin(), sk_scale.end(), 0.0f);
+  std::fill(sk_c2.begin(), sk_c2.end(), 0.0f);
+  std::fill(sk_err.begin(), sk_err.end(), 0.0f);
+}
+
+void Ring::write_q(int head, int slot, const float* x) {
+  store_floats(q_dtype, x, q_at(head, slot), head_dim);
+  float stored[kMaxHeadDim];  // the values the scan reads
+  load_floats(q_dtype, q_at(head, slot), stored, head_dim);
+  const std::size_t i = index(head, slot);
+  const prune::Sketch s = prune::quantize(
+      stored, head_dim, codes.data() + i * static_cast<std::size_t>(head_dim / 2));
+  sk_scale[i] = s.scale;
+  sk_c2[i] = s.c2;
+  sk_err[i] = s.err;
 }
 
 void store_floats(DType t, const float* src, std::byte* dst, int n) {

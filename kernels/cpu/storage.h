@@ -79,17 +79,28 @@ class PagedKv {
 };
 
 // The MAC ring of one request: for each query head, K slots of (pos, q in the KV dtype,
-// summary o in the summary dtype, lse f32). Slot of position t is t mod K.
+// summary o in the summary dtype, lse f32), and the pruned match's sketch of each slot's q
+// (prune.h: 4-bit codes, scale, sum of squared codes, error bound), written with the q by
+// write_q() so that it is current whichever match the engine runs. Slot of position t is
+// t mod K.
 struct Ring {
   int q_heads = 0, capacity = 0, head_dim = 0;
+  DType q_dtype = DType::f32;
   std::size_t q_bytes = 0, o_bytes = 0;  // per slot
   std::vector<std::int32_t> pos;         // [Hq, K]; -1 = empty
   std::vector<float> lse;                // [Hq, K]
   std::vector<std::byte> q;              // [Hq, K, D] KV dtype
   std::vector<std::byte> o;              // [Hq, K, D] summary dtype
+  std::vector<std::uint8_t> codes;       // [Hq, K, D/2] 4-bit copy of q
+  std::vector<float> sk_scale, sk_c2, sk_err;  // [Hq, K] (prune::Sketch)
 
   void allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype);
   void clear();  // every slot empty; q zero so the match scan reads finite values
+  // Stores q (head_dim floats, rounded to the KV dtype) in the slot, and its sketch.
+  void write_q(int head, int slot, const float* q);
+  const std::uint8_t* codes_at(int head, int slot) const {
+    return codes.data() + index(head, slot) * static_cast<std::size_t>(head_dim / 2);
+  }
   std::size_t index(int head, int slot) const {
     return static_cast<std::size_t>(head) * capacity + slot;
   }

@@ -150,7 +150,11 @@ inline RunSummary run_against_reference(const SessionOptions& opt, const RunPlan
       EXPECT_EQ(a.p, b.p) << "head row " << i;
       EXPECT_EQ(a.start, b.start) << "head row " << i;
       EXPECT_EQ(a.gate_rejected, b.gate_rejected) << "head row " << i;
-      if (std::isfinite(b.d2)) {
+      // The pruned match reports the scan's d2 only on a nearest hit (session_step.cpp).
+      const bool d2_exact = opt.engine.match != "pruned" ||
+                            (b.hit && opt.mac.pick == PickRule::nearest && !opt.forced.enabled);
+      if (!d2_exact) {
+      } else if (std::isfinite(b.d2)) {
         EXPECT_NEAR(a.d2, b.d2, 1e-4 * (1.0 + std::fabs(b.d2))) << "head row " << i;
       } else {
         EXPECT_FALSE(std::isfinite(a.d2)) << "head row " << i;

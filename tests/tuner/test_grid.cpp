@@ -39,7 +39,7 @@ kernels:
   EXPECT_EQ(pts[2].cpu.chunk_tokens, 512);
   EXPECT_EQ(pts[4].shape.batch, 4);
   EXPECT_EQ(pts[8].context, 8192);
-  EXPECT_EQ(pts[0].launch_text(), "threads=0,chunk_tokens=128,block_rows=16");
+  EXPECT_EQ(pts[0].launch_text(), "threads=0,chunk_tokens=128,block_rows=16,match=scan");
   EXPECT_TRUE(pts[0].forced.enabled);
   EXPECT_EQ(pts[0].mac.ring_capacity, 512);
   EXPECT_EQ(pts[0].mac.min_context, 0);
@@ -129,7 +129,7 @@ TEST(TunerGrid, ShippedSpecs) {
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
   const std::string dir = std::string(src) + "/configs/";
   const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
-  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 3u * 2u);  // batch x context x hit x chunk
+  EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 3u * 2u);  // batch x context x hit x match
   EXPECT_EQ(quick.device.backend, "cpu");
   // cpu-wide: >= 16 configs per bucket (chunk x block_rows x threads x K x r), 6 buckets.
   const Spec wide = load_spec(dir + "cpu-wide.yaml", "cpu");
