@@ -18,6 +18,7 @@
 #include "db/nsys.h"
 #include "db/store.h"
 #include "kernels/file_io.h"
+#include "kernels/output_paths.h"
 
 namespace mactune::cli {
 namespace {
@@ -73,6 +74,10 @@ void print_info(const std::string& path) {
 }
 
 void run_merge(const std::vector<std::string>& inputs, const std::string& output) {
+  // An input that is the output itself is skipped, not refused: merge adds to its output in
+  // place and never replaces it, so `db merge shards/*.db -o shards/all.db` loses nothing
+  // (docs/errors.md). The output must still be a database file in an existing folder.
+  OutputPaths().output(output, "database", "-o", Output::database).check();
   std::vector<std::pair<std::string, std::int64_t>> total;
   for (const auto& t : db::table_names()) total.emplace_back(t, 0);
   for (const db::MergedInput& m : db::merge_files(inputs, output)) {
@@ -87,6 +92,10 @@ void run_merge(const std::vector<std::string>& inputs, const std::string& output
 }
 
 void run_export(const std::string& path, const std::string& table, const std::string& output) {
+  OutputPaths()
+      .input(path, "database", "--db")
+      .output(output == "-" ? "" : output, "export", "-o")
+      .check();
   const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
   if (output.empty() || output == "-") {
     db::export_csv(s, table, std::cout);
@@ -104,6 +113,10 @@ void run_export(const std::string& path, const std::string& table, const std::st
 }
 
 void run_import(const std::string& report, const std::string& path) {
+  OutputPaths()
+      .input(report, "nsys report")
+      .output(path, "database", "--db", Output::database)
+      .check();
   db::Store s = db::Store::open(path);
   const db::NsysImport r = db::import_nsys(s, report);
   if (r.already_imported) {
