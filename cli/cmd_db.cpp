@@ -16,6 +16,7 @@
 #include "db/export.h"
 #include "db/merge.h"
 #include "db/nsys.h"
+#include "db/nsys_export.h"
 #include "db/store.h"
 #include "kernels/file_io.h"
 #include "kernels/output_paths.h"
@@ -117,6 +118,9 @@ void run_import(const std::string& report, const std::string& path) {
       .input(report, "nsys report")
       .output(path, "database", "--db", Output::database)
       .check();
+  // The report is read (and refused when it is not an nsys export) before the database is
+  // created or opened for writing: a refused report leaves no new database behind.
+  { const db::nsys::Export check(report); }
   db::Store s = db::Store::open(path);
   const db::NsysImport r = db::import_nsys(s, report);
   if (r.already_imported) {

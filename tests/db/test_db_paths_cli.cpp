@@ -115,7 +115,7 @@ class DbSignal : public ::testing::TestWithParam<int> {};
 
 TEST_P(DbSignal, MergeToANewOutputLeavesNoTemporaryWalOrShm) {
   TempDir dir;
-  big_store(dir.file("big.db"), 400000);
+  big_store(dir.file("big.db"), 150000);
   test_cli::CliOptions o;
   o.signal = GetParam();
   o.kill_when = [&] { return has_file_containing(dir, "out.db.tmp-"); };
@@ -130,7 +130,7 @@ TEST_P(DbSignal, MergeToANewOutputLeavesNoTemporaryWalOrShm) {
 
 TEST_P(DbSignal, ExportLeavesNoHiddenTemporary) {
   TempDir dir;
-  big_store(dir.file("big.db"), 400000);
+  big_store(dir.file("big.db"), 150000);
   test_cli::CliOptions o;
   o.signal = GetParam();
   o.kill_when = [&] { return has_file_containing(dir, ".x.csv.tmp"); };

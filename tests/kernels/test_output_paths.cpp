@@ -134,7 +134,9 @@ void expect_signal_removes_temporaries(int sig, const std::string& dir) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status)) << status;
-  if (WIFSIGNALED(status)) EXPECT_EQ(WTERMSIG(status), sig);
+  if (WIFSIGNALED(status)) {
+    EXPECT_EQ(WTERMSIG(status), sig);
+  }
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string n = e.path().filename().string();
     EXPECT_EQ(n.find("tmp"), std::string::npos) << "left behind: " << n;
@@ -173,7 +175,7 @@ TEST(JsonErrorText, SaysWhereAndWhatWasExpected) {
   EXPECT_EQ(json_error_text("", 1, "[json.exception.parse_error.101] parse error"),
             "1:1: expected a JSON value, found an empty file");
   const std::string nan = json_error_text(
-      "{\"a\":\n NaN}", 9,
+      "{\"a\":\n NaN}", 8,
       "[json.exception.parse_error.101] parse error at line 2, column 3: syntax error while "
       "parsing value - invalid literal; last read: 'N'");
   EXPECT_EQ(nan.rfind("2:2: expected a JSON value, found 'N'", 0), 0u) << nan;

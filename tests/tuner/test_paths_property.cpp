@@ -148,7 +148,9 @@ TEST(OutputPathProperty, NoAliasOfAnInputOrAnotherOutputEverChangesAnInput) {
     EXPECT_EQ(r.err_lines(), 1) << line << "\n" << r.err;
     EXPECT_EQ(r.err.rfind("mactune: error: cannot write ", 0), 0u) << line << "\n" << r.err;
     for (const auto& f : kInputs) EXPECT_EQ(read_file(dir.file(f)), before[f]) << line << ": " << f;
-    if (alias_output) EXPECT_FALSE(fs::exists(dir.file(target))) << line << ": created " << target;
+    if (alias_output) {
+      EXPECT_FALSE(fs::exists(dir.file(target))) << line << ": created " << target;
+    }
     if (::testing::Test::HasFailure()) break;  // one counterexample is enough to read
   }
   for (const auto& [what, n] : tried) std::printf("  %-28s %d runs\n", what.c_str(), n);
