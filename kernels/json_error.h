@@ -66,8 +66,11 @@ inline std::string json_error_text(std::string_view text, std::size_t byte, std:
     return where + "expected a character of a string, found " + found_byte() +
            " (control characters must be escaped)";
   std::string last;
-  if (const auto at = what.find("last read: '"); at != std::string::npos)
-    last = what.substr(at + 12, what.rfind('\'') > at + 12 ? what.rfind('\'') - (at + 12) : 0);
+  if (const auto at = what.find("last read: '"); at != std::string::npos) {
+    auto end = what.find("'; ", at + 12);  // "last read: 'x'; expected '[', ..."
+    if (end == std::string::npos) end = what.rfind('\'');
+    last = what.substr(at + 12, end > at + 12 ? end - (at + 12) : 0);
+  }
   if (pos >= text.size() || what.find("unexpected end of input") != std::string::npos)
     return where + "expected more JSON, found the end of the file (it is cut short)";
   if (last == "N" || last == "Na" || last == "NaN" || last == "I" || last.rfind("Inf", 0) == 0 ||
