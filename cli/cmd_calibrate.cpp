@@ -14,6 +14,7 @@
 #include "cli/registry.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
+#include "kernels/output_paths.h"
 #include "replay/calibrate.h"
 #include "replay/fidelity_store.h"
 
@@ -93,8 +94,12 @@ void run_calibrate(const CalibrateArgs& a) {
   // NaN and inf never get here (cli/options.h); a negative budget no point can meet.
   MACTUNE_REQUIRE(a.max_err >= 0, "--max-err ", budget_text(a.max_err),
                   ": an error budget cannot be negative (e.g. --max-err 0.01)");
-  check_output_path(a.output, "schedule");
-  if (!a.json.empty()) check_output_path(a.json, "calibration JSON");
+  OutputPaths paths;
+  for (const std::string& t : a.traces) paths.input(t, "trace", "--trace");
+  paths.output(a.output, "schedule", "-o")
+      .output(a.json, "calibration JSON", "--json")
+      .output(a.db, "database", "--db", Output::database)
+      .check();
   std::vector<replay::DecodeTrace> traces;
   for (const std::string& path : a.traces)
     traces.push_back(replay::DecodeTrace::open(path, a.rope_theta));

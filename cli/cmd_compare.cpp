@@ -8,6 +8,7 @@
 #include "db/store.h"
 #include "kernels/error.h"
 #include "kernels/file_io.h"
+#include "kernels/output_paths.h"
 #include "tuner/compare.h"
 
 namespace mactune::cli {
@@ -19,6 +20,11 @@ struct CompareArgs {
 };
 
 void run(const CompareArgs& a) {
+  OutputPaths()
+      .input(a.base, "database", "BASE")
+      .input(a.next, "database", "NEW")
+      .output(a.out, "comparison report", "-o")
+      .check();
   const db::Store base = db::Store::open(a.base, {.mode = db::OpenMode::read_only});
   const db::Store next = db::Store::open(a.next, {.mode = db::OpenMode::read_only});
   const tuner::Comparison c = tuner::compare_stores(base, next, a.options);

@@ -16,8 +16,10 @@
 #include "db/export.h"
 #include "db/merge.h"
 #include "db/nsys.h"
+#include "db/nsys_export.h"
 #include "db/store.h"
 #include "kernels/file_io.h"
+#include "kernels/output_paths.h"
 
 namespace mactune::cli {
 namespace {
@@ -73,6 +75,10 @@ void print_info(const std::string& path) {
 }
 
 void run_merge(const std::vector<std::string>& inputs, const std::string& output) {
+  // An input that is the output itself is skipped, not refused: merge adds to its output in
+  // place and never replaces it, so `db merge shards/*.db -o shards/all.db` loses nothing
+  // (docs/errors.md). The output must still be a database file in an existing folder.
+  OutputPaths().output(output, "database", "-o", Output::database).check();
   std::vector<std::pair<std::string, std::int64_t>> total;
   for (const auto& t : db::table_names()) total.emplace_back(t, 0);
   for (const db::MergedInput& m : db::merge_files(inputs, output)) {
@@ -87,6 +93,10 @@ void run_merge(const std::vector<std::string>& inputs, const std::string& output
 }
 
 void run_export(const std::string& path, const std::string& table, const std::string& output) {
+  OutputPaths()
+      .input(path, "database", "--db")
+      .output(output == "-" ? "" : output, "export", "-o")
+      .check();
   const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
   if (output.empty() || output == "-") {
     db::export_csv(s, table, std::cout);
@@ -104,6 +114,13 @@ void run_export(const std::string& path, const std::string& table, const std::st
 }
 
 void run_import(const std::string& report, const std::string& path) {
+  OutputPaths()
+      .input(report, "nsys report")
+      .output(path, "database", "--db", Output::database)
+      .check();
+  // The report is read (and refused when it is not an nsys export) before the database is
+  // created or opened for writing: a refused report leaves no new database behind.
+  { const db::nsys::Export check(report); }
   db::Store s = db::Store::open(path);
   const db::NsysImport r = db::import_nsys(s, report);
   if (r.already_imported) {

@@ -7,6 +7,7 @@
 #include "db/store.h"
 #include "kernels/device.h"
 #include "kernels/file_io.h"
+#include "kernels/output_paths.h"
 #include "tuner/emit.h"
 #include "tuner/measure.h"
 #include "tuner/model_io.h"
@@ -43,8 +44,11 @@ tuner::DecideOptions options(const EmitArgs& a) {
 
 void run(const EmitArgs& a) {
   // Refused before anything is decided or stored.
-  check_output_path(a.out, "dispatch table");
-  if (!a.header.empty()) check_output_path(a.header, "dispatch header");
+  OutputPaths()
+      .input(a.db, "database", "--db")
+      .output(a.out, "dispatch table", "-o", Output::file_mkdir)
+      .output(a.header, "dispatch header", "--header", Output::file_mkdir)
+      .check();
   // It stores its decisions, but only in a database `tune` wrote: a missing file is a typo.
   db::Store store = db::Store::open(a.db, {.create = false});
   const DeviceFingerprint here = this_machine(store);

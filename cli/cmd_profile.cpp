@@ -19,6 +19,7 @@
 #include "kernels/device.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
+#include "kernels/output_paths.h"
 #include "kernels/session.h"
 #include "profiler/activity.h"
 #include "profiler/cpu_tracer.h"
@@ -65,8 +66,13 @@ struct ProfileArgs {
 };
 
 std::atomic<bool> g_stop{false};
-extern "C" void on_signal(int) {
+std::atomic<int> g_signal{0};
+// The first SIGINT/SIGTERM stops the loop after the step in flight (what is measured is kept
+// and written, and the command exits 128 + the signal); a second ends it at once.
+extern "C" void on_signal(int sig) {
   g_stop.store(true);
+  g_signal.store(sig);
+  restore_signal_cleanup(sig);
 }
 
 // The same loop as a command line: what `--nsys` runs under nsys (CUPTI off: nsys owns it).
@@ -170,6 +176,7 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
   loop_opt.cuda_profiler_range = is_cuda;
   loop_opt.stop = &g_stop;
   g_stop = false;
+  g_signal = 0;
   auto old_int = std::signal(SIGINT, on_signal);
   auto old_term = std::signal(SIGTERM, on_signal);
   prof::LoopResult loop;
@@ -182,7 +189,11 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
   }
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
-  if (g_stop) std::printf("  interrupted: %zu measured steps kept\n", loop.steps.size());
+  // Interrupted: what was measured is written below, and the exit status says which signal.
+  if (g_stop) {
+    std::printf("  interrupted: %zu measured steps kept\n", loop.steps.size());
+    command_exit_code() = 128 + g_signal.load();
+  }
   if (activity->status().find("host spans only") != std::string::npos && is_cuda)
     std::printf("  activity after the run: %s\n", activity->status().c_str());
   const prof::ActivityLog log = activity->take();
@@ -217,7 +228,7 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
 
   if (a.dram && !is_cuda)
     std::printf("\nDRAM: the CPU backend has no hardware counters here; modeled bytes above\n");
-  if (a.dram && is_cuda && !loop.steps.empty()) {
+  if (a.dram && is_cuda && !loop.steps.empty() && !g_stop) {
     // A separate run of the last step's inputs, replayed per pass: never used for timing.
     const StepInputs in =
         prof::make_step_inputs(opt.shape, a.shape.batch, a.seed, a.warmup + a.steps - 1);
@@ -238,7 +249,8 @@ void run_profile(const ProfileArgs& a) {
                   "' must be cpu or cuda");
   MACTUNE_REQUIRE(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   MACTUNE_REQUIRE(a.context >= 1, "--context ", a.context, " must be >= 1");
-  if (!a.trace.empty()) check_output_path(a.trace, "trace");  // before minutes of profiling
+  // Before minutes of profiling.
+  OutputPaths().output(a.trace, "trace", "--trace").check();
   if (a.nsys) {
     prof::NsysOptions o;
     o.output = a.nsys_output;

@@ -13,6 +13,7 @@
 #include "cli/registry.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
+#include "kernels/output_paths.h"
 #include "replay/fidelity_store.h"
 #include "replay/replay.h"
 
@@ -64,6 +65,11 @@ void write_json(const std::string& path, const std::string& text) {
 }
 
 void run_replay(const ReplayArgs& a) {
+  OutputPaths()
+      .input(a.trace, "trace", "--trace")
+      .output(a.json, "replay JSON", "--json")
+      .output(a.db, "database", "--db", Output::database)
+      .check();
   const replay::DecodeTrace trace = replay::DecodeTrace::open(a.trace, a.rope_theta);
   std::vector<int> layers = a.layers.empty() ? trace.layers() : a.layers;
   for (int l : layers) trace.require_layer(l);

@@ -6,6 +6,7 @@
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/device.h"
+#include "kernels/output_paths.h"
 #include "tuner/emit.h"
 #include "tuner/report.h"
 #include "tuner/report_summary.h"
@@ -28,6 +29,11 @@ tuner::DecideOptions options(const ReportArgs& a) {
 }
 
 void run(const ReportArgs& a) {
+  OutputPaths()
+      .input(a.db, "database", "--db")
+      .output(a.out, "report directory", "-o", Output::directory)
+      .inside(a.out, "report.md", "report file")
+      .check();
   const db::Store store = db::Store::open(a.db, {.mode = db::OpenMode::read_only});
   const tuner::Selection sel = tuner::select_rows(store, a.device, cpu_fingerprint());
   const tuner::Decided d = tuner::decide_only(store, sel, options(a));

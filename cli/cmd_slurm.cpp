@@ -27,6 +27,7 @@
 #include "db/store.h"
 #include "kernels/error.h"
 #include "kernels/file_io.h"
+#include "kernels/output_paths.h"
 #include "tuner/plan.h"
 
 extern char** environ;
@@ -351,9 +352,15 @@ void run(const SlurmArgs& a) {
                                   : " per task (as given)")
             << '\n';
 
+  const std::string tune_path = p.dir + "/tune.sbatch", finish_path = p.dir + "/finish.sbatch";
+  OutputPaths paths;
+  paths.input(args.spec, "spec")
+      .output(p.dir, "job directory", "-o", Output::directory)
+      .output(tune_path, "job script", "", Output::file_mkdir)
+      .output(finish_path, "job script", "", Output::file_mkdir);
+  paths.check();
   make_dir(p.dir + "/shards");
   make_dir(p.dir + "/logs");
-  const std::string tune_path = p.dir + "/tune.sbatch", finish_path = p.dir + "/finish.sbatch";
   if (!tasks.empty()) write_file(tune_path, tune_script(p, args, tasks, time));
   write_file(finish_path, finish_script(p, args));
   if (!tasks.empty())

@@ -7,6 +7,7 @@
 #include "cli/registry.h"
 #include "db/db_error.h"
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "tuner/grid.h"
 #include "tuner/measure.h"
 #include "tuner/plan.h"
@@ -21,10 +22,10 @@ namespace {
 std::atomic<bool> g_stop{false};
 
 // First Ctrl-C / SIGTERM: stop between two samples, keep every finished point. A second one
-// gets the default action.
+// gets the default action, after the temporaries are removed (kernels/file_io.h).
 extern "C" void mactune_tune_on_signal(int sig) {
   g_stop.store(true);
-  std::signal(sig, SIG_DFL);
+  restore_signal_cleanup(sig);
 }
 
 struct TuneArgs {
@@ -140,8 +141,8 @@ void run(TuneArgs& a) {
     throw;
   }
   db::set_interrupt_flag(nullptr);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  restore_signal_cleanup(SIGINT);
+  restore_signal_cleanup(SIGTERM);
   if (!r.decisions.empty()) std::cout << tuner::summary_table(r.decisions) << '\n';
   std::printf(
       "tuned %zu points in %.1f s: %zu measured, %zu already stored, %zu failed, %zu break-even "

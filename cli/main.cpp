@@ -4,6 +4,9 @@
 // docs/errors.md).
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -13,6 +16,7 @@
 #include "cli/registry.h"
 #include "db/db_error.h"
 #include "kernels/error.h"
+#include "kernels/file_io.h"
 #include "kernels/one_line.h"
 
 namespace {
@@ -35,9 +39,27 @@ std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
   return msg + " (see '" + cmd + " --help')";
 }
 
+// Whatever a command printed must have reached stdout: a full disk or a closed pipe behind it
+// (`db export > /dev/full`) is one line and exit 2, not exit 0 with the output lost.
+int flush_stdout(int rc) {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout.good();
+  if (!failed) return rc;
+  const int err = errno;
+  std::cerr << "mactune: error: cannot write to stdout: "
+            << (err != 0 ? mactune::detail::errno_text(err)
+                         : std::string("a write failed (a full disk, or a closed pipe or device)"))
+            << " (the output is incomplete)\n";
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // SIGINT/SIGTERM/SIGHUP remove every temporary a writer has open, then end the process as
+  // the signal says; SIGXFSZ is ignored so a file size limit fails a write (docs/errors.md).
+  mactune::install_signal_cleanup();
   CLI::App app{"mactune: tune, replay and profile MAC-Attention decode kernels"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mactune 0.1.0");
@@ -56,7 +78,10 @@ int main(int argc, char** argv) {
     std::cerr << "mactune: error: " << one_line(app, e) << '\n';
     return 2;
   } catch (...) {
+    // What the command printed before it failed goes out first, then the one line.
+    std::cout.flush();
+    std::fflush(stdout);
     return mactune::cli::report_exception(std::current_exception(), std::cerr);
   }
-  return mactune::cli::command_exit_code();
+  return flush_stdout(mactune::cli::command_exit_code());
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace mactune::db {
@@ -24,7 +25,8 @@ std::string seconds_text(int ms) {
   return buf;
 }
 
-std::string message(const std::string& file, DbFailure f, int code, int sys_errno, int timeout_ms) {
+std::string message(const std::string& file, DbFailure f, int code, int sys_errno, int timeout_ms,
+                    const std::string& subject) {
   std::string why = sqlite3_errstr(code);
   if (sys_errno != 0 &&
       (f == DbFailure::disk_full || f == DbFailure::io_error || f == DbFailure::cannot_open))
@@ -65,6 +67,28 @@ std::string message(const std::string& file, DbFailure f, int code, int sys_errn
     case DbFailure::cannot_open:
       return file + ": cannot be opened (" + why +
              "); check that it and its folder exist and can be read";
+    case DbFailure::foreign:
+      return file + ": not a mactune database this build can read: it has no " + subject +
+             " (a database of another tool, or one changed by hand); nothing was changed";
+    case DbFailure::schema_conflict:
+      return file + ": its tables do not match its schema version: a migration adds " + subject +
+             ", which it has already (changed by hand or by another tool); the file was left at "
+             "its previous schema version";
+    case DbFailure::missing_value:
+      return file + ": a value to store for " + subject +
+             " is missing or not a number (NaN); nothing of this change was stored";
+    case DbFailure::duplicate:
+      return file + ": a row with the same key (" + subject +
+             ") was stored by another process at the same moment; nothing of this change was "
+             "stored: run the command again (it finds the row stored)";
+    case DbFailure::constraint:
+      return file + ": a " + subject +
+             " constraint of the database failed; nothing of this change was stored (a file "
+             "changed by hand, or a mactune bug: please report it)";
+    case DbFailure::statement:
+      return file + ": a database statement failed (" + subject +
+             "); nothing of this change was stored (a file changed by hand, or a mactune bug: "
+             "please report it)";
   }
   return file + ": " + why;
 }
@@ -93,21 +117,34 @@ std::string_view failure_name(DbFailure f) {
       return "read_only";
     case DbFailure::cannot_open:
       return "cannot_open";
+    case DbFailure::foreign:
+      return "foreign";
+    case DbFailure::schema_conflict:
+      return "schema_conflict";
+    case DbFailure::missing_value:
+      return "missing_value";
+    case DbFailure::duplicate:
+      return "duplicate";
+    case DbFailure::constraint:
+      return "constraint";
+    case DbFailure::statement:
+      return "statement";
   }
   return "?";
 }
 
 DbError::DbError(std::string file, DbFailure failure, int code, std::string detail, int sys_errno,
-                 int timeout_ms)
-    : SqliteError(message(file, failure, code, sys_errno, timeout_ms), code),
+                 int timeout_ms, std::string subject)
+    : SqliteError(message(file, failure, code, sys_errno, timeout_ms, subject), code),
       file_(std::move(file)),
       detail_(std::move(detail)),
+      subject_(std::move(subject)),
       failure_(failure),
       sys_errno_(sys_errno),
       timeout_ms_(timeout_ms) {}
 
 DbError DbError::for_file(const std::string& file) const {
-  return DbError(file, failure_, this->code(), detail_, sys_errno_, timeout_ms_);
+  return DbError(file, failure_, this->code(), detail_, sys_errno_, timeout_ms_, subject_);
 }
 
 namespace detail {
@@ -140,6 +177,48 @@ bool classify(int code, int sys_errno, DbFailure* out) {
     default:
       return false;
   }
+}
+
+DbFailure statement_failure(int code, std::string_view errmsg, std::string* subject) {
+  const auto after = [&](std::string_view prefix) -> std::optional<std::string> {
+    const auto at = errmsg.find(prefix);
+    if (at == std::string_view::npos) return std::nullopt;
+    std::string rest(errmsg.substr(at + prefix.size()));
+    while (!rest.empty() && (rest.back() == ')' || rest.back() == ' ')) rest.pop_back();
+    return rest;
+  };
+  if (code == SQLITE_CONSTRAINT_NOTNULL) {
+    *subject = after("constraint failed: ").value_or("a column");
+    return DbFailure::missing_value;
+  }
+  if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    *subject = after("constraint failed: ").value_or("a unique key");
+    return DbFailure::duplicate;
+  }
+  if ((code & 0xff) == SQLITE_CONSTRAINT) {
+    *subject = code == SQLITE_CONSTRAINT_FOREIGNKEY ? "foreign key"
+               : code == SQLITE_CONSTRAINT_CHECK    ? "check"
+                                                    : "consistency";
+    return DbFailure::constraint;
+  }
+  if (auto t = after("no such table: ")) {
+    *subject = "table '" + *t + "'";
+    return DbFailure::foreign;
+  }
+  if (auto c = after("no such column: ")) {
+    *subject = "column '" + *c + "'";
+    return DbFailure::foreign;
+  }
+  if (auto c = after("duplicate column name: ")) {
+    *subject = "column '" + *c + "'";
+    return DbFailure::schema_conflict;
+  }
+  *subject = errmsg.empty() ? std::string(sqlite3_errstr(code)) : std::string(errmsg);
+  // SQLite's message names what failed; a statement's text never reaches it, but a syntax
+  // error quotes a token of it ("near \"x\": syntax error"): keep only the condition.
+  if (const auto near = subject->find("near \""); near != std::string::npos)
+    *subject = sqlite3_errstr(code);
+  return DbFailure::statement;
 }
 
 std::string relative_display(const std::string& path) {
@@ -234,7 +313,12 @@ void set_lock_timeout(LockWait* w, int timeout_ms) {
 [[noreturn]] void throw_db_error(sqlite3* db, int code, std::string detail) {
   const int sys_errno = db != nullptr ? sqlite3_system_errno(db) : 0;
   DbFailure f{};
-  if (!classify(code, sys_errno, &f)) throw SqliteError(detail, code);
+  if (!classify(code, sys_errno, &f)) {
+    std::string subject;
+    const char* msg = db != nullptr ? sqlite3_errmsg(db) : nullptr;
+    f = statement_failure(code, msg != nullptr ? msg : "", &subject);
+    throw DbError(display_name(db), f, code, std::move(detail), sys_errno, 0, std::move(subject));
+  }
   int timeout_ms = 0;
   if (f == DbFailure::locked && t_last_wait.db == db && db != nullptr) {
     if (t_last_wait.interrupted) f = DbFailure::interrupted;

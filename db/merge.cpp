@@ -6,6 +6,7 @@
 #include <set>
 
 #include "db/db_error.h"
+#include "kernels/file_io.h"
 
 namespace mactune::db {
 namespace {
@@ -154,6 +155,26 @@ std::string copy_sql(const Connection& c, const CopySpec& spec) {
          spec.table + " s" + spec.joins + " WHERE true ORDER BY s.id " + spec.conflict;
 }
 
+// Rows are copied through natural-key joins, so a row whose foreign key names no row would be
+// dropped without a word: such a source (changed by hand, or damaged; mactune writes with
+// foreign keys on) is refused, naming the table, before anything is copied.
+void check_foreign_keys(const Connection& c, const std::string& schema, const std::string& source) {
+  auto s = c.prepare("PRAGMA " + schema + ".foreign_key_check");
+  std::int64_t rows = 0, row = 0;
+  std::string table, parent;
+  while (s.step())
+    if (rows++ == 0) {
+      table = s.text(0);
+      row = s.int64(1);
+      parent = s.text(2);
+    }
+  if (rows > 0)
+    input_error("cannot merge '", source, "': ", rows, " row(s) refer to rows it does not hold",
+                " (e.g. row ", row, " of table ", table, " names a row of ", parent,
+                " that does not exist); it was changed by hand or is damaged: repair or delete "
+                "those rows, then merge again (nothing was merged)");
+}
+
 void check_instances_agree(const Connection& c, const std::string& source) {
   auto s = c.prepare(
       "SELECT s.name, s.backend || '/' || s.family || ' {' || s.config || '}',"
@@ -220,6 +241,7 @@ MergeStats merge_one(Store& dest, const std::string& source_path, bool checked) 
   Connection& c = dest.connection();
   attach_source(c, source_path);
   try {
+    if (!checked) check_foreign_keys(c, "src", source_path);
     check_instances_agree(c, source_path);
     Transaction t(c);
     for (const CopySpec& spec : copy_specs(c)) {
@@ -239,8 +261,11 @@ MergeStats merge_one(Store& dest, const std::string& source_path, bool checked) 
 
 std::vector<MergedInput> merge_files(const std::vector<std::string>& inputs,
                                      const std::string& output) {
-  for (const std::string& in : inputs)
-    Store::open(in, {.mode = OpenMode::read_only, .verify = true});
+  // Every input whole before the output is touched.
+  for (const std::string& in : inputs) {
+    const Store s = Store::open(in, {.mode = OpenMode::read_only, .verify = true});
+    check_foreign_keys(s.connection(), "main", in);
+  }
   std::error_code ec;
   std::vector<MergedInput> out;
   if (fs::exists(output, ec)) {
@@ -253,6 +278,9 @@ std::vector<MergedInput> merge_files(const std::vector<std::string>& inputs,
   // A new output is built under a temporary name beside it and renamed when complete, so a
   // failure leaves no output (and no temporary) at all.
   const std::string tmp = output + ".tmp-" + std::to_string(getpid());
+  // A signal removes them (kernels/file_io.h): registered before any of them exists.
+  std::vector<TemporaryName> registered;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) registered.emplace_back(tmp + suffix);
   try {
     {
       Store dest = Store::open(tmp);

@@ -96,22 +96,25 @@ NsysImport import_nsys(Store& dest, const std::string& report_path) {
   NsysImport result;
   const std::string hash = file_hash(report_path);
   Connection& c = dest.connection();
-  {
+  // A report stored already (by an earlier import, or by another process importing the same
+  // file at the same moment) is reported as such, never as a UNIQUE constraint failure.
+  const auto stored = [&] {
     auto q = c.prepare(
         "SELECT id, kernels, memops, ranges, export_schema, nsys_version FROM nsys_reports"
         " WHERE content_hash = ?1");
     q.bind(1, hash);
-    if (q.step()) {
-      result.already_imported = true;
-      result.report_id = q.int64(0);
-      result.kernels = q.int64(1);
-      result.memops = q.int64(2);
-      result.ranges = q.int64(3);
-      result.export_schema = q.text(4);
-      result.nsys_version = q.text(5);
-      return result;
-    }
-  }
+    if (!q.step()) return false;
+    result.already_imported = true;
+    result.report_id = q.int64(0);
+    result.kernels = q.int64(1);
+    result.memops = q.int64(2);
+    result.ranges = q.int64(3);
+    result.export_schema = q.text(4);
+    result.nsys_version = q.text(5);
+    result.notes.clear();
+    return true;
+  };
+  if (stored()) return result;
 
   const nsys::Export report(report_path);
   result.export_schema = report.schema_version();
@@ -121,7 +124,8 @@ NsysImport import_nsys(Store& dest, const std::string& report_path) {
       nsys::read_timeline(report, [&](std::string_view name) { return index.link(name); });
   result.notes = std::move(t.notes);
 
-  Transaction tx(c);
+  Transaction tx(c);  // BEGIN IMMEDIATE: the write lock, so the check below is final
+  if (stored()) return result;
   auto rep = c.prepare(
       "INSERT INTO nsys_reports (content_hash, path, export_schema, session_start_utc_ns,"
       " kernels, ranges, imported_at, nsys_version, gpus, memops)"

@@ -65,17 +65,18 @@ Export::Export(const std::string& path) : path_(path) {
   MACTUNE_REQUIRE(fs::is_regular_file(path, ec), "nsys report '", path,
                   "' does not exist or is not a file");
   const std::string abs = fs::absolute(path).string();
+  // Immutable: nothing is created beside the file, not even for a WAL-mode database that is
+  // not an nsys export (a mactune database given by mistake would get a -wal and -shm from a
+  // plain read-only open). nsys writes each export once, as a rollback-journal file, which
+  // immutable mode reads as it is, in a read-only folder too.
   try {
-    c_ = Connection(file_uri(abs, "mode=ro"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    c_ = Connection(file_uri(abs, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     load_schema();
   } catch (const SqliteError& e) {
     if (e.primary_code() == SQLITE_NOTADB || e.primary_code() == SQLITE_CORRUPT)
       input_error("'", path, "' is not an SQLite file (", sqlite3_errstr(e.primary_code()),
                   "); export the report with `nsys export --type sqlite`");
-    // A read-only directory cannot hold a WAL index; nsys writes rollback-journal files,
-    // which immutable mode reads as they are.
-    c_ = Connection(file_uri(abs, "immutable=1"), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
-    load_schema();
+    throw;
   }
   MACTUNE_REQUIRE(has("CUPTI_ACTIVITY_KIND_KERNEL") || has("NVTX_EVENTS") || has("StringIds"), "'",
                   path,
@@ -93,6 +94,21 @@ bool Export::has(const std::string& table, const std::string& column) const {
 void Export::require(const std::string& table, const std::string& column) const {
   MACTUNE_REQUIRE(has(table, column), "nsys report '", path_, "': table ", table,
                   " has no column '", column, "' (", describe(), ")");
+}
+
+void Export::require_integers(const std::string& table, const std::string& column,
+                              bool nullable) const {
+  if (!has(table, column)) return;
+  auto s = c_.prepare("SELECT rowid, typeof(" + sql_ident(column) + "), CAST(" + sql_ident(column) +
+                      " AS TEXT) FROM " + sql_ident(table) + " WHERE typeof(" + sql_ident(column) +
+                      ") NOT IN ('integer'" + (nullable ? ", 'null'" : "") + ") LIMIT 1");
+  if (s.step()) {
+    std::string value = s.text(2);
+    if (value.size() > 40) value = value.substr(0, 40) + "...";
+    input_error("nsys report '", path_, "': table ", table, " row ", s.int64(0), ": ", column,
+                " holds ", s.text(1) == "null" ? "no value" : s.text(1) + " '" + value + "'",
+                " where an integer belongs (", describe(), ")");
+  }
 }
 
 std::string Export::col(const std::string& table, const std::string& alias,
@@ -116,6 +132,16 @@ std::string Export::name_expr(const std::string& table, const std::string& alias
   }
   require("StringIds", "id");
   require("StringIds", "value");
+  // An id StringIds does not hold would become its own number as a name.
+  {
+    auto q = c_.prepare("SELECT t.rowid, t." + sql_ident(column) + " FROM " + sql_ident(table) +
+                        " t WHERE typeof(t." + sql_ident(column) +
+                        ") = 'integer' AND NOT EXISTS (SELECT 1 FROM StringIds i WHERE i.id = t." +
+                        sql_ident(column) + ") LIMIT 1");
+    if (q.step())
+      input_error("nsys report '", path_, "': table ", table, " row ", q.int64(0), ": ", column,
+                  " = ", q.int64(1), " is not an id in StringIds (", describe(), ")");
+  }
   const std::string s = "s_" + alias + "_" + column;
   joins += " LEFT JOIN StringIds " + s + " ON " + s + ".id = " + ref + " AND typeof(" + ref +
            ") = 'integer'";

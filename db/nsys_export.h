@@ -43,6 +43,10 @@ class Export {
   bool has(const std::string& table, const std::string& column) const;
   // Throws InputError naming the file, the table, the column and the export version.
   void require(const std::string& table, const std::string& column) const;
+  // Refuses a value of `table`.`column` that is not an integer (or NULL where `nullable`): a
+  // timestamp or id stored as text would read as 0. Skips a column the table lacks.
+  void require_integers(const std::string& table, const std::string& column,
+                        bool nullable = true) const;
   // `alias.column` when the table has the column, else NULL: one query for every version.
   std::string col(const std::string& table, const std::string& alias,
                   const std::string& column) const;

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "db/nsys.h"
+#include "kernels/file_io.h"
 
 namespace mactune::db {
 namespace {
@@ -439,6 +440,11 @@ NsysSummary summarize_nsys_report(const std::string& report_path, const NsysSumm
       fs::remove_all(dir, ec);
     }
   } remove{tmpl};
+  // A signal removes the scratch database and its folder (kernels/file_io.h).
+  std::vector<TemporaryName> registered;
+  registered.emplace_back(tmpl, true);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    registered.emplace_back(tmpl + "/summary.db" + suffix);
   Store scratch = Store::open((remove.dir / "summary.db").string());
   Connection& c = scratch.connection();
   c.exec("PRAGMA synchronous = OFF");  // scratch: nothing to keep across a crash

@@ -45,6 +45,8 @@ class Launches {
                         "threads or NVTX ranges");
         continue;
       }
+      for (const char* c : {"start", "end", "globalTid", "correlationId"})
+        e.require_integers(table, c);
       auto s = e.conn().prepare("SELECT rowid, start, " + e.col(table, "a", "end") +
                                 ", globalTid, correlationId FROM " + table +
                                 " a WHERE correlationId IS NOT NULL AND globalTid IS NOT NULL");
@@ -103,6 +105,9 @@ std::vector<Range> read_ranges(const Export& e,
     return out;
   }
   for (const char* c : {"start", "end", "eventType"}) e.require(kNvtx, c);
+  e.require_integers(kNvtx, "start");
+  for (const char* c : {"end", "eventType", "domainId", "globalTid", "endGlobalTid"})
+    e.require_integers(kNvtx, c);
   std::string joins;
   const std::string text = e.has(kNvtx, "text") ? "NULLIF(n.text, '')" : "NULL";
   const std::string text_id = e.name_expr(kNvtx, "n", "textId", joins);
@@ -176,6 +181,19 @@ std::vector<Range> read_ranges(const Export& e,
 std::string gpu_columns(const Export& e, const char* table) {
   e.require(table, "start");
   e.require(table, "end");
+  e.require_integers(table, "start");
+  e.require_integers(table, "end");
+  for (const char* c : {"deviceId", "streamId", "correlationId", "globalPid", "graphNodeId"})
+    e.require_integers(table, c);
+  // GPU work that ends before it starts would give a negative time.
+  {
+    auto s = e.conn().prepare(std::string("SELECT rowid, start, \"end\" FROM ") + table +
+                              " WHERE \"end\" < start LIMIT 1");
+    if (s.step())
+      input_error("nsys report '", e.path(), "': table ", table, " row ", s.int64(0),
+                  " ends before it starts (start ", s.int64(1), " ns, end ", s.int64(2),
+                  " ns): the export is damaged (", e.describe(), ")");
+  }
   std::string sql = "x.rowid, x.start, x.\"end\"";
   for (const char* c : {"deviceId", "streamId", "correlationId", "globalPid", "graphNodeId"})
     sql += ", " + e.col(table, "x", c);

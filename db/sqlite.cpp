@@ -48,12 +48,15 @@ Connection::Connection(const std::string& path, int flags) {
     out << "cannot open '" << path << "': " << (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
     const int code = db_ ? sqlite3_extended_errcode(db_) : rc;
     const int sys_errno = db_ ? sqlite3_system_errno(db_) : 0;
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close_v2(db_);
     db_ = nullptr;
     DbFailure f{};
     if (detail::classify(code, sys_errno, &f))
       throw DbError(display_name_of_uri(path), f, code, out.str(), sys_errno);
-    throw SqliteError(out.str(), code);
+    std::string subject;
+    f = detail::statement_failure(code, msg, &subject);
+    throw DbError(display_name_of_uri(path), f, code, out.str(), sys_errno, 0, subject);
   }
   sqlite3_extended_result_codes(db_, 1);
   wait_ = detail::new_lock_wait(db_, timeout_ms);

@@ -3,6 +3,7 @@
 #include "db/store.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +18,7 @@
 
 #include "db/db_error.h"
 #include "db/settings.h"
+#include "kernels/file_io.h"
 
 namespace mactune::db {
 namespace {
@@ -147,6 +149,10 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
   MACTUNE_REQUIRE(!path.empty(), "the database path is empty");
   std::error_code ec;
   MACTUNE_REQUIRE(!fs::is_directory(path, ec), "database '", path, "' is a directory");
+  // A FIFO would block SQLite's open (it opens without O_NONBLOCK), a device reads forever.
+  if (struct stat st{}; ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    input_error("database '", path, "' is ", mactune::detail::file_kind(st.st_mode),
+                ", not a regular file");
   if (read_only || !options.create || fs::exists(path, ec)) {
     MACTUNE_REQUIRE(fs::exists(path, ec), "database '", path, "' does not exist");
   } else {

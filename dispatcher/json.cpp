@@ -14,6 +14,7 @@
 #include "dispatcher/table.h"
 #include "kernels/error.h"
 #include "kernels/file_io.h"
+#include "kernels/json_error.h"
 
 namespace mactune::dispatch {
 namespace {
@@ -238,8 +239,13 @@ DispatchTable parse_table(std::string_view json_text, std::string_view origin) {
   json root;
   try {
     root = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    input_error(origin, ":", mactune::detail::json_error_text(json_text, e.byte, e.what()),
+                " (the dispatch table is not valid JSON)");
   } catch (const json::exception& e) {
-    reader.fail("$", std::string("not valid JSON: ") + e.what());
+    input_error(origin, ":",
+                mactune::detail::json_error_text(json_text, std::string_view::npos, e.what()),
+                " (the dispatch table is not valid JSON)");
   }
   if (const auto dup = duplicate_key(json_text))
     reader.fail("line " + std::to_string(dup->second),

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -47,6 +49,8 @@ inline std::string errno_text(int err) {
       return "a component of the path is not a directory";
     case EISDIR:
       return "it is a directory";
+    case EFBIG:  // SIGXFSZ is ignored (install_signal_cleanup): the write fails instead
+      return "file too large (the file size limit, ulimit -f, was reached; as on a full disk)";
     default:
       break;
   }
@@ -133,15 +137,116 @@ inline std::string read_input_file(const std::string& path, std::string_view wha
   return text;
 }
 
+// ---- Temporaries removed on SIGINT / SIGTERM / SIGHUP.
+//
+// Every temporary a writer creates beside its target (AtomicFile's, a merge's new database and
+// its -wal/-shm/-journal) is registered here for as long as it may exist. The signal handler
+// that install_signal_cleanup() sets unlinks every registered path (unlink is
+// async-signal-safe; the slots are fixed arrays, so the handler allocates nothing), then
+// restores the default action and raises the signal again: the process still ends the way the
+// signal says (130, 143), and only SIGKILL can leave a temporary behind.
+namespace detail {
+
+struct TemporarySlot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 a live file, 3 a live folder
+  char path[PATH_MAX] = {};
+};
+inline constexpr int kTemporarySlots = 64;
+inline TemporarySlot g_temporaries[kTemporarySlots];
+
+inline void unlink_temporaries() noexcept {
+  for (TemporarySlot& s : g_temporaries)  // files first, then the (emptied) folders
+    if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
+  for (TemporarySlot& s : g_temporaries)
+    if (s.state.load(std::memory_order_acquire) == 3) ::rmdir(s.path);
+}
+
+extern "C" inline void mactune_remove_temporaries_and_reraise(int sig) {
+  const int saved = errno;
+  unlink_temporaries();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);  // delivered when the handler returns (the signal is blocked inside it)
+  errno = saved;
+}
+
+}  // namespace detail
+
+// A registered temporary: unlinked by the signal handler while registered. Registration must
+// happen before the file is created, so that no signal falls between the two.
+class TemporaryName {
+ public:
+  TemporaryName() = default;
+  // `folder`: an empty scratch folder, removed (rmdir) after every registered file.
+  explicit TemporaryName(const std::string& path, bool folder = false) {
+    if (path.size() >= PATH_MAX) return;
+    for (int i = 0; i < detail::kTemporarySlots; ++i) {
+      int expected = 0;
+      detail::TemporarySlot& s = detail::g_temporaries[i];
+      if (!s.state.compare_exchange_strong(expected, 1)) continue;
+      std::memcpy(s.path, path.c_str(), path.size() + 1);
+      s.state.store(folder ? 3 : 2, std::memory_order_release);
+      slot_ = i;
+      return;
+    }
+  }
+  TemporaryName(const TemporaryName&) = delete;
+  TemporaryName& operator=(const TemporaryName&) = delete;
+  TemporaryName(TemporaryName&& o) noexcept : slot_(o.slot_) { o.slot_ = -1; }
+  TemporaryName& operator=(TemporaryName&& o) noexcept {
+    if (this != &o) {
+      release();
+      slot_ = o.slot_;
+      o.slot_ = -1;
+    }
+    return *this;
+  }
+  ~TemporaryName() { release(); }
+  // The file was renamed or removed: the handler must not unlink the name any more.
+  void release() noexcept {
+    if (slot_ >= 0) detail::g_temporaries[slot_].state.store(0, std::memory_order_release);
+    slot_ = -1;
+  }
+
+ private:
+  int slot_ = -1;
+};
+
+// Sets the cleanup handler for SIGINT, SIGTERM and SIGHUP (not for a signal the parent set to
+// be ignored, e.g. nohup's SIGHUP), and ignores SIGXFSZ so that a write past the file size
+// limit (ulimit -f) fails with EFBIG and is reported like a full disk instead of killing the
+// process without a word. Called once by the CLI's main(); a command with a handler of its own
+// (tune, profile) puts this one back with restore_signal_cleanup(sig).
+inline void install_signal_cleanup() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::signal(sig, detail::mactune_remove_temporaries_and_reraise);
+  }
+  ::signal(SIGXFSZ, SIG_IGN);
+}
+inline void restore_signal_cleanup(int sig) {
+  ::signal(sig, detail::mactune_remove_temporaries_and_reraise);
+}
+
 // Refuses an output path that cannot name a file: empty, a directory, a name too long. Called
 // by AtomicFile, and by commands before they spend minutes computing what they would write.
-inline void check_output_path(const std::string& path, std::string_view what) {
+// `flag`: the option that named it ("-o"), shown after the path when given.
+inline void check_output_path(const std::string& path, std::string_view what,
+                              std::string_view flag = {}) {
   MACTUNE_REQUIRE(!path.empty(), "the ", what, " path is empty");
-  MACTUNE_REQUIRE(path.back() != '/', "cannot write ", what, " '", path,
-                  "': it names a directory; give a file path");
+  const std::string named =
+      "'" + path + "'" + (flag.empty() ? std::string() : " (" + std::string(flag) + ")");
+  MACTUNE_REQUIRE(path.back() != '/', "cannot write ", what, " ", named,
+                  ": it names a directory; give a file path");
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    input_error("cannot write ", what, " '", path, "': it is a directory; give a file path");
+    input_error("cannot write ", what, " ", named, ": it is a directory; give a file path");
+  // A new file is renamed over an output: over /dev/null, a FIFO or a socket that would
+  // replace the device (as root) or cut off its reader; such paths are refused, never written.
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    input_error("cannot write ", what, " ", named, ": it is ", detail::file_kind(st.st_mode),
+                ", not a regular file (an output is replaced by a new file renamed over it); "
+                "give a file path");
   detail::require_name_fits(path, what);
 }
 
@@ -161,6 +266,7 @@ class AtomicFile {
     // A temporary named after its target, unless that name would be too long.
     tmp_ = base.size() + tag.size() + 6 <= NAME_MAX ? dir + "." + std::string(base) + ".tmp" + tag
                                                     : dir + ".mactune.tmp" + tag;
+    registered_ = TemporaryName(tmp_);  // before it exists: a signal cannot fall between
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd_ < 0) fail(errno);
   }
@@ -184,6 +290,7 @@ class AtomicFile {
     fd_ = -1;
     if (::close(fd) != 0) fail(errno);
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(errno);
+    registered_.release();
     tmp_.clear();
   }
 
@@ -198,10 +305,12 @@ class AtomicFile {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     if (!tmp_.empty()) ::unlink(tmp_.c_str());
+    registered_.release();
     tmp_.clear();
   }
 
   std::string path_, what_, tmp_;
+  TemporaryName registered_;
   int fd_ = -1;
 };
 

@@ -67,16 +67,19 @@ LoopResult run_decode_loop(Session& session, std::span<const int> requests, cons
                            ActivityCollector& activity) {
   const int n = static_cast<int>(requests.size());
   const int total = options.warmup + options.steps;
-  std::vector<StepInputs> inputs;  // made up front: the RNG stays out of the measured steps
+  auto stopped = [&] { return options.stop && options.stop->load(std::memory_order_relaxed); };
+  // Made up front: the RNG stays out of the measured steps. A stop request is honoured here
+  // too (many steps take seconds to draw): the loop then measures nothing.
+  std::vector<StepInputs> inputs;
   inputs.reserve(static_cast<std::size_t>(total));
-  for (int i = 0; i < total; ++i) inputs.push_back(make_step_inputs(shape, n, options.seed, i));
+  for (int i = 0; i < total && !stopped(); ++i)
+    inputs.push_back(make_step_inputs(shape, n, options.seed, i));
 
   LoopResult result;
   result.instance = session.instance_name();
   result.loop_tid = os_thread_id();
   tracer.register_thread("decode loop");
   tracer.set_recording(false);
-  auto stopped = [&] { return options.stop && options.stop->load(std::memory_order_relaxed); };
   for (int i = 0; i < options.warmup && !stopped(); ++i) {
     const StepInputs& in = inputs[static_cast<std::size_t>(i)];
     session.step(requests, in.q, in.k, in.v, true);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kernels/error.h"
+#include "kernels/json_error.h"
 #include "replay/sha256.h"
 
 namespace mactune::replay {
@@ -102,14 +103,6 @@ struct HeaderGuard {
   }
 };
 
-std::string strip_json_prefix(std::string msg) {  // "[json.exception.parse_error.101] parse..."
-  if (!msg.empty() && msg.front() == '[') {
-    const auto close = msg.find("] ");
-    if (close != std::string::npos) msg.erase(0, close + 2);
-  }
-  return msg;
-}
-
 }  // namespace
 
 void Safetensors::parse_header(std::span<const std::byte> header) {
@@ -118,8 +111,13 @@ void Safetensors::parse_header(std::span<const std::byte> header) {
   HeaderGuard guard{source_, {}, {}};
   try {
     doc = json::parse(text, text + header.size(), std::ref(guard));
+  } catch (const json::parse_error& e) {
+    input_error(source_, ": header is not valid JSON: at its ",
+                mactune::detail::json_error_text({text, header.size()}, e.byte, e.what()));
   } catch (const json::exception& e) {
-    input_error(source_, ": header is not valid JSON: ", strip_json_prefix(e.what()));
+    input_error(
+        source_, ": header is not valid JSON: at its ",
+        mactune::detail::json_error_text({text, header.size()}, std::string_view::npos, e.what()));
   }
   if (!doc.is_object())
     input_error(source_, ": header must be a JSON object, got ", doc.type_name());

@@ -47,6 +47,13 @@ struct CliOptions {
   long long file_size_limit = 0;
   // Stdin of the child (default /dev/null: a command that reads it does not wait on the test).
   std::string stdin_path = "/dev/null";
+  // Stdout of the child instead of the captured file (e.g. /dev/full); `out` is then empty.
+  std::string stdout_path;
+  // With file_size_limit: leave SIGXFSZ at its default, so that the test sees whether mactune
+  // itself ignores it (a write past the limit then fails with EFBIG instead of killing it).
+  bool sigxfsz_default = false;
+  // Set to the child's terminating signal when it died of one (rc is -1 then).
+  int* term_signal = nullptr;
 };
 
 #ifdef MACTUNE_CLI_BINARY
@@ -60,14 +67,15 @@ CliResult run_mactune(const Dir& dir, std::vector<std::string> args, const CliOp
   const pid_t pid = fork();
   if (pid == 0) {
     if (chdir(dir.path().c_str()) != 0) _exit(119);
-    if (!freopen(out.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr) ||
+    const std::string out_to = o.stdout_path.empty() ? out : o.stdout_path;
+    if (!freopen(out_to.c_str(), "w", stdout) || !freopen(err.c_str(), "w", stderr) ||
         !freopen(o.stdin_path.c_str(), "r", stdin))
       _exit(120);
     if (o.file_size_limit > 0) {
       const rlimit lim{static_cast<rlim_t>(o.file_size_limit),
                        static_cast<rlim_t>(o.file_size_limit)};
       if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(123);
-      signal(SIGXFSZ, SIG_IGN);  // stays ignored across exec
+      if (!o.sigxfsz_default) signal(SIGXFSZ, SIG_IGN);  // stays ignored across exec
     }
     if (o.unprivileged && geteuid() == 0 &&
         (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
@@ -103,7 +111,8 @@ CliResult run_mactune(const Dir& dir, std::vector<std::string> args, const CliOp
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(out);
+  if (o.term_signal != nullptr) *o.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  r.out = o.stdout_path.empty() ? read_file(out) : std::string();
   r.err = read_file(err);
   return r;
 }

@@ -15,6 +15,7 @@
 #include "db/store.h"
 #include "kernels/error.h"
 #include "kernels/file_io.h"
+#include "kernels/output_paths.h"
 #include "tuner/emit.h"
 #include "tuner/expr.h"
 #include "tuner/measure.h"
@@ -80,11 +81,24 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   res.dispatch_path = opt.dispatch_path.empty() ? spec.output.dispatch : opt.dispatch_path;
   res.report_dir = opt.report_dir.empty() ? spec.output.report : opt.report_dir;
   const std::string header_path = opt.header_path.empty() ? spec.output.header : opt.header_path;
-  // Outputs that cannot be written are refused before the sweep spends minutes measuring.
-  check_output_path(res.db_path, "database");
-  if (opt.emit && !res.dispatch_path.empty())
-    check_output_path(res.dispatch_path, "dispatch table");
-  if (opt.emit && !header_path.empty()) check_output_path(header_path, "dispatch header");
+  // Outputs that cannot be written, or that name the spec or one another, are refused before
+  // the sweep spends minutes measuring (kernels/output_paths.h).
+  OutputPaths paths;
+  paths.input(opt.spec_path, "spec")
+      .output(res.db_path, "database", opt.db_path.empty() ? "output.db" : "--db",
+              Output::database_mkdir);
+  if (opt.emit) {
+    paths.output(res.dispatch_path, "dispatch table",
+                 opt.dispatch_path.empty() ? "output.dispatch" : "-o", Output::file_mkdir);
+    paths.output(header_path, "dispatch header",
+                 opt.header_path.empty() ? "output.header" : "--header", Output::file_mkdir);
+    if (opt.report) {
+      paths.output(res.report_dir, "report directory",
+                   opt.report_dir.empty() ? "output.report" : "--report", Output::directory);
+      paths.inside(res.report_dir, "report.md", "report file");
+    }
+  }
+  paths.check();
   try {
     backend->use_timer(spec.measure.timer);
   } catch (const InputError& e) {

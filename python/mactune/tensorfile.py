@@ -46,6 +46,7 @@ def save(path: str | os.PathLike, tensors: Mapping[str, np.ndarray],
         header["__metadata__"] = dict(metadata)
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)
+    check_output(path, "trace")
     tmp = os.fspath(path) + ".tmp"
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(text)))
@@ -53,6 +54,37 @@ def save(path: str | os.PathLike, tensors: Mapping[str, np.ndarray],
         for raw in blobs:
             f.write(raw)
     os.replace(tmp, path)
+
+
+def check_output(path: str | os.PathLike, what: str, inputs=()) -> None:
+    """The output-path rule of the C++ commands (kernels/output_paths.h) for Python writers:
+    `path` must not be a directory, a device, a FIFO or a socket (the file is replaced by a
+    rename, which would replace the device), must not name one of `inputs` (same file by
+    device and inode, or the same resolved path), and its folder must exist."""
+    import stat as _stat
+    p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not _stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if _stat.S_ISDIR(st.st_mode) else
+                "a character device" if _stat.S_ISCHR(st.st_mode) else
+                "a FIFO" if _stat.S_ISFIFO(st.st_mode) else
+                "a socket" if _stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise ValueError(f"cannot write {what} '{p}': it is {kind}, not a regular file")
+    folder = os.path.dirname(p) or "."
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write {what} '{p}': folder '{folder}' does not exist")
+    real = os.path.realpath(p)
+    for q in inputs:
+        q = os.fspath(q)
+        same = os.path.realpath(q) == real
+        if not same and st is not None and os.path.exists(q):
+            qs = os.stat(q)
+            same = (qs.st_dev, qs.st_ino) == (st.st_dev, st.st_ino)
+        if same:
+            raise ValueError(f"cannot write {what} '{p}': it is the input '{q}'; give another path")
 
 
 def load(path: str | os.PathLike) -> Tuple[Dict[str, np.ndarray], Dict[str, str]]:

@@ -2,6 +2,7 @@
 // returning the same fields as their --json documents (parsed into dicts: the one serializer
 // in replay/replay_json.cpp writes both), and decode traces read with the project's own
 // validating reader.
+#include "kernels/output_paths.h"
 #include "python/src/common.h"
 #include "replay/calibrate.h"
 #include "replay/replay.h"
@@ -108,6 +109,13 @@ void bind_replay(nb::module_& m) {
         else
           for (nb::handle t : traces) paths.push_back(fspath(t));
         MACTUNE_REQUIRE(!paths.empty(), "calibrate: no traces given");
+        {
+          // Before any work: the schedule may not replace a trace (kernels/output_paths.h).
+          OutputPaths check;
+          for (const std::string& p : paths) check.input(p, "trace", "traces");
+          if (!output.is_none()) check.output(fspath(output), "schedule", "output");
+          check.check();
+        }
         std::vector<DecodeTrace> opened;
         for (const std::string& p : paths) opened.push_back(DecodeTrace::open(p, rope_theta));
         std::vector<const DecodeTrace*> ptrs;

@@ -1,6 +1,7 @@
 // Layer schedules (replay/schedule.h) from Python: read one as the C++ decoder does, and write
 // one with the same serializer `mactune calibrate` uses, for settings chosen in Python (the
 // model-in-the-loop calibration, mactune.calibrate_inloop).
+#include "kernels/output_paths.h"
 #include "python/src/common.h"
 #include "replay/schedule.h"
 
@@ -56,6 +57,7 @@ void bind_schedule(nb::module_& m) {
          double max_err, const std::string& engine, const std::string& kv_dtype,
          const std::vector<std::pair<std::string, std::string>>& traces, const std::string& comment,
          nb::handle output) {
+        if (!output.is_none()) OutputPaths().output(fspath(output), "schedule", "output").check();
         replay::LayerSchedule s;
         for (const auto& [layer, mac] : layers) {
           if (layer < 0) input_error("layers: layer ", layer, " is negative");

@@ -112,7 +112,9 @@ TEST_F(FileIo, FailedWriteKeepsTheOldFileAndRemovesTheTemporary) {
       message([&] { write_file_atomically(file("t.json"), std::string(1 << 20, 'x'), "table"); });
   setrlimit(RLIMIT_FSIZE, &before);
   signal(SIGXFSZ, old_handler);
-  EXPECT_EQ(msg, "cannot write table '" + file("t.json") + "': file too large");
+  EXPECT_EQ(msg, "cannot write table '" + file("t.json") +
+                     "': file too large (the file size limit, ulimit -f, was reached; as on a "
+                     "full disk)");
   EXPECT_EQ(slurp(file("t.json")), "old");
   expect_only({"t.json"});
 }
