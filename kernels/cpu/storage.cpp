@@ -244,8 +244,8 @@ void Ring::write_q(int head, int slot, const float* x) {
   float stored[kMaxHeadDim];  // the values the scan reads
   load_floats(q_dtype, q_at(head, slot), stored, head_dim);
   const std::size_t i = index(head, slot);
-  const prune::Sketch s = prune::quantize(
-      stored, head_dim, codes.data() + i * static_cast<std::size_t>(head_dim / 2));
+  const prune::Sketch s =
+      prune::quantize(stored, head_dim, codes.data() + i * static_cast<std::size_t>(head_dim / 2));
   sk_scale[i] = s.scale;
   sk_c2[i] = s.c2;
   sk_err[i] = s.err;

@@ -86,12 +86,12 @@ class PagedKv {
 struct Ring {
   int q_heads = 0, capacity = 0, head_dim = 0;
   DType q_dtype = DType::f32;
-  std::size_t q_bytes = 0, o_bytes = 0;  // per slot
-  std::vector<std::int32_t> pos;         // [Hq, K]; -1 = empty
-  std::vector<float> lse;                // [Hq, K]
-  std::vector<std::byte> q;              // [Hq, K, D] KV dtype
-  std::vector<std::byte> o;              // [Hq, K, D] summary dtype
-  std::vector<std::uint8_t> codes;       // [Hq, K, D/2] 4-bit copy of q
+  std::size_t q_bytes = 0, o_bytes = 0;        // per slot
+  std::vector<std::int32_t> pos;               // [Hq, K]; -1 = empty
+  std::vector<float> lse;                      // [Hq, K]
+  std::vector<std::byte> q;                    // [Hq, K, D] KV dtype
+  std::vector<std::byte> o;                    // [Hq, K, D] summary dtype
+  std::vector<std::uint8_t> codes;             // [Hq, K, D/2] 4-bit copy of q
   std::vector<float> sk_scale, sk_c2, sk_err;  // [Hq, K] (prune::Sketch)
 
   void allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype);
