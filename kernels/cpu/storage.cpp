@@ -209,12 +209,12 @@ void PagedKv::read(const std::vector<std::byte*>& table, int kv_head, int j, flo
     k[d] = load_as_float(dtype_, kb, static_cast<std::size_t>(d) * k_tile_ + j % k_tile_);
 }
 
-void Ring::allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype) {
+void Ring::allocate(int heads, int slots, int dim, DType qt, DType o_dtype) {
   q_heads = heads;
   capacity = slots;
   head_dim = dim;
-  this->q_dtype = q_dtype;
-  q_bytes = static_cast<std::size_t>(dim) * dtype_size(q_dtype);
+  q_dtype = qt;
+  q_bytes = static_cast<std::size_t>(dim) * dtype_size(qt);
   o_bytes = static_cast<std::size_t>(dim) * dtype_size(o_dtype);
   const std::size_t n = static_cast<std::size_t>(heads) * slots;
   pos.resize(n);

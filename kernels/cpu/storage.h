@@ -94,7 +94,7 @@ struct Ring {
   std::vector<std::uint8_t> codes;             // [Hq, K, D/2] 4-bit copy of q
   std::vector<float> sk_scale, sk_c2, sk_err;  // [Hq, K] (prune::Sketch)
 
-  void allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype);
+  void allocate(int heads, int slots, int dim, DType qt, DType o_dtype);  // qt: ring q dtype
   void clear();  // every slot empty; q zero so the match scan reads finite values
   // Stores q (head_dim floats, rounded to the KV dtype) in the slot, and its sketch.
   void write_q(int head, int slot, const float* q);
