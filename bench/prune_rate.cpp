@@ -29,8 +29,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    std::printf("| trace | layer | pick | K | tau | hit rate | rows read / head-step (scan) | "
-                "rows read / head-step (pruned) | read |\n|---|---|---|---|---|---|---|---|---|\n");
+    std::printf(
+        "| trace | layer | pick | K | tau | hit rate | rows read / head-step (scan) | "
+        "rows read / head-step (pruned) | read |\n|---|---|---|---|---|---|---|---|---|\n");
     for (const std::string& f : files) {
       const replay::DecodeTrace trace = replay::DecodeTrace::open(f);
       for (const int layer : trace.layers()) {

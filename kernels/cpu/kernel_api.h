@@ -1,8 +1,9 @@
 // The compute kernels of the CPU engine, as plain function pointers per (ISA, head_dim, KV
 // dtype): `attend` (all heads of one group over one KV range, online softmax in fp32), `dist2`
 // (squared distances of one query to every ring slot), and the pruned match's `sketch_dot`
-// (the bound's dot product over 4-bit codes) and `dist2_some` (dist2 of chosen slots). The session orchestrates them;
-// each ISA's translation unit instantiates them from one templated body (kernel_body.h).
+// (the bound's dot product over 4-bit codes) and `dist2_some` (dist2 of chosen slots). The session
+// orchestrates them; each ISA's translation unit instantiates them from one templated body
+// (kernel_body.h).
 #pragma once
 
 #include <cstddef>
@@ -63,8 +64,8 @@ struct DistArgs {
 // codes (0..15), D/2 bytes a slot, byte j holding dimension j in its low nibble and dimension
 // j + D/2 in its high one; q in memory order.
 struct SketchArgs {
-  const float* q = nullptr;              // [D] the current query, rounded to the KV dtype
-  const std::uint8_t* codes = nullptr;   // [slots, D/2]
+  const float* q = nullptr;             // [D] the current query, rounded to the KV dtype
+  const std::uint8_t* codes = nullptr;  // [slots, D/2]
   int slots = 0;
   float* dot = nullptr;  // [slots]
 };

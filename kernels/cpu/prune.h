@@ -56,8 +56,7 @@ inline Sketch quantize(const float* x, int D, std::uint8_t* codes) {
   double e2 = 0.0, c2 = 0.0;
   for (int i = 0; i < D; ++i) {
     int ci = 0;
-    if (s.scale > 0.0f)
-      ci = static_cast<int>(std::lround(static_cast<double>(x[i]) / s.scale));
+    if (s.scale > 0.0f) ci = static_cast<int>(std::lround(static_cast<double>(x[i]) / s.scale));
     ci = std::clamp(ci, -kLevels, kLevels);
     c[i] = ci;
     const double r = static_cast<double>(x[i]) - static_cast<double>(s.scale) * ci;

@@ -43,17 +43,17 @@ struct Session::Impl {
 
   // ---- Step scratch, reused across steps.
   Result result;
-  std::vector<int> ids;               // [n] request ids of the step
-  std::vector<int> m_of;              // [n] position of the new token
-  std::vector<long long> kv_before;   // [n] sum of kv_len over the rows before (forced skip)
-  std::vector<float> q_rot;           // [n, Hq, D] post-RoPE, times q_scale
-  std::vector<float> q_round;         // [n, Hq, D] pre-RoPE, rounded to the KV dtype
-  std::vector<float> k_rot;           // [n, Hkv, D] post-RoPE keys
-  RopeAngles rope;                    // [D/2] angles of the request being rotated
-  std::vector<int> starts;            // [n, Hq] first position each head attends
-  std::vector<float> d2;              // [threads, K] match scratch (pruned: the bound's dots)
-  bool pruned = false;                // opt.engine.match == "pruned"
-  struct Candidate {                  // a row the pruned match's bound did not rule out
+  std::vector<int> ids;              // [n] request ids of the step
+  std::vector<int> m_of;             // [n] position of the new token
+  std::vector<long long> kv_before;  // [n] sum of kv_len over the rows before (forced skip)
+  std::vector<float> q_rot;          // [n, Hq, D] post-RoPE, times q_scale
+  std::vector<float> q_round;        // [n, Hq, D] pre-RoPE, rounded to the KV dtype
+  std::vector<float> k_rot;          // [n, Hkv, D] post-RoPE keys
+  RopeAngles rope;                   // [D/2] angles of the request being rotated
+  std::vector<int> starts;           // [n, Hq] first position each head attends
+  std::vector<float> d2;             // [threads, K] match scratch (pruned: the bound's dots)
+  bool pruned = false;               // opt.engine.match == "pruned"
+  struct Candidate {                 // a row the pruned match's bound did not rule out
     int slot, p;
     double lb;  // lower bound on its d2 (prune::lower_bound)
   };

@@ -218,11 +218,11 @@ void Session::Impl::match_scan(const Ring& ring, int h, int m, const float* q, H
 void Session::Impl::match_pruned(const Ring& ring, int h, int m, const float* q, HeadDecision& d,
                                  int worker) {
   const int K = ring.capacity;
-  const int slots = std::min(m, K);
+  const int n_slots = std::min(m, K);
   d.d2 = std::numeric_limits<float>::infinity();
   if (!(mac.tau < 1.0)) return;  // hits disabled: nothing to read
   float* dot = &d2[sz(worker) * sz(K)];
-  kernels.sketch_dot({q, ring.codes_at(h, 0), slots, dot});
+  kernels.sketch_dot({q, ring.codes_at(h, 0), n_slots, dot});
   const prune::Query pq = prune::prepare(q, D);
   const double threshold = match_threshold(D, mac.tau);
   const double root = prune::root_for(pq, threshold);
@@ -241,7 +241,7 @@ void Session::Impl::match_pruned(const Ring& ring, int h, int m, const float* q,
   auto exact = [&](const Candidate& c) {
     one = c.slot;
     float x = 0.0f;
-    kernels.dist2_some({q, ring.q_at(h, 0), slots, &one, 1, &x});
+    kernels.dist2_some({q, ring.q_at(h, 0), n_slots, &one, 1, &x});
     ++rows_read[sz(worker)];
     d.d2 = std::min(d.d2, x);
     return x;

@@ -209,12 +209,12 @@ void PagedKv::read(const std::vector<std::byte*>& table, int kv_head, int j, flo
     k[d] = load_as_float(dtype_, kb, static_cast<std::size_t>(d) * k_tile_ + j % k_tile_);
 }
 
-void Ring::allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype) {
+void Ring::allocate(int heads, int slots, int dim, DType qt, DType o_dtype) {
   q_heads = heads;
   capacity = slots;
   head_dim = dim;
-  this->q_dtype = q_dtype;
-  q_bytes = static_cast<std::size_t>(dim) * dtype_size(q_dtype);
+  q_dtype = qt;
+  q_bytes = static_cast<std::size_t>(dim) * dtype_size(qt);
   o_bytes = static_cast<std::size_t>(dim) * dtype_size(o_dtype);
   const std::size_t n = static_cast<std::size_t>(heads) * slots;
   pos.resize(n);
@@ -244,8 +244,8 @@ void Ring::write_q(int head, int slot, const float* x) {
   float stored[kMaxHeadDim];  // the values the scan reads
   load_floats(q_dtype, q_at(head, slot), stored, head_dim);
   const std::size_t i = index(head, slot);
-  const prune::Sketch s = prune::quantize(
-      stored, head_dim, codes.data() + i * static_cast<std::size_t>(head_dim / 2));
+  const prune::Sketch s =
+      prune::quantize(stored, head_dim, codes.data() + i * static_cast<std::size_t>(head_dim / 2));
   sk_scale[i] = s.scale;
   sk_c2[i] = s.c2;
   sk_err[i] = s.err;

@@ -86,15 +86,15 @@ class PagedKv {
 struct Ring {
   int q_heads = 0, capacity = 0, head_dim = 0;
   DType q_dtype = DType::f32;
-  std::size_t q_bytes = 0, o_bytes = 0;  // per slot
-  std::vector<std::int32_t> pos;         // [Hq, K]; -1 = empty
-  std::vector<float> lse;                // [Hq, K]
-  std::vector<std::byte> q;              // [Hq, K, D] KV dtype
-  std::vector<std::byte> o;              // [Hq, K, D] summary dtype
-  std::vector<std::uint8_t> codes;       // [Hq, K, D/2] 4-bit copy of q
+  std::size_t q_bytes = 0, o_bytes = 0;        // per slot
+  std::vector<std::int32_t> pos;               // [Hq, K]; -1 = empty
+  std::vector<float> lse;                      // [Hq, K]
+  std::vector<std::byte> q;                    // [Hq, K, D] KV dtype
+  std::vector<std::byte> o;                    // [Hq, K, D] summary dtype
+  std::vector<std::uint8_t> codes;             // [Hq, K, D/2] 4-bit copy of q
   std::vector<float> sk_scale, sk_c2, sk_err;  // [Hq, K] (prune::Sketch)
 
-  void allocate(int heads, int slots, int dim, DType q_dtype, DType o_dtype);
+  void allocate(int heads, int slots, int dim, DType qt, DType o_dtype);  // qt: ring q dtype
   void clear();  // every slot empty; q zero so the match scan reads finite values
   // Stores q (head_dim floats, rounded to the KV dtype) in the slot, and its sketch.
   void write_q(int head, int slot, const float* q);

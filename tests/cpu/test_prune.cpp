@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/problem.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/kernel_api.h"
 #include "kernels/cpu/prune.h"
 #include "kernels/cpu/storage.h"
+#include "kernels/problem.h"
 #include "tests/cpu/harness.h"
 #include "tests/cpu/isa_lanes.h"
 
@@ -111,7 +111,8 @@ TEST_P(PruneBound, NeverAboveTheScansDistanceAndSomeDistIsBitExact) {
         if (trial == 11) q[3] = std::numeric_limits<float>::infinity();  // a query with no bound
         std::vector<float> qr(D);  // rounded to the dtype, as the engine's q_round
         for (int i = 0; i < D; ++i) qr[i] = static_cast<float>(round_to(dt, q[i]));
-        for (int s = 0; s < slots; ++s) ring.write_q(0, s, adversarial_row(s + trial, qr, rng).data());
+        for (int s = 0; s < slots; ++s)
+          ring.write_q(0, s, adversarial_row(s + trial, qr, rng).data());
         std::vector<float> d2(slots), dot(slots);
         ks.dist2({qr.data(), ring.q_at(0, 0), slots, false, d2.data()});
         ks.sketch_dot({qr.data(), ring.codes_at(0, 0), slots, dot.data()});
@@ -131,8 +132,8 @@ TEST_P(PruneBound, NeverAboveTheScansDistanceAndSomeDistIsBitExact) {
           EXPECT_LE(lb, static_cast<double>(d2[s]));
           // The threshold test: reaching t means d2 >= t, at t just above d2 in particular.
           const double just_above = std::nextafter(d2[s], std::numeric_limits<float>::infinity());
-          EXPECT_FALSE(pq.finite && prune::reaches(elo, ring.sk_err[s],
-                                                   prune::root_for(pq, just_above)));
+          EXPECT_FALSE(pq.finite &&
+                       prune::reaches(elo, ring.sk_err[s], prune::root_for(pq, just_above)));
           const double t = 0.5 * d2[s];
           if (pq.finite && prune::reaches(elo, ring.sk_err[s], prune::root_for(pq, t))) {
             EXPECT_GE(d2[s], t);
@@ -241,8 +242,7 @@ SideBySide run_side_by_side(SessionOptions opt, int steps, std::uint64_t seed) {
       sum.head_steps += x.eligible;
       sum.hits += x.hit;
     }
-    EXPECT_EQ(std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)), 0)
-        << "outputs differ";
+    EXPECT_EQ(std::memcmp(oa.data(), ob.data(), oa.size() * sizeof(float)), 0) << "outputs differ";
     sum.rows_scan += a.stats.match_rows_read;
     sum.rows_pruned += b.stats.match_rows_read;
     if (::testing::Test::HasFailure()) break;
@@ -344,18 +344,17 @@ TEST_P(PrunedReference, MatchesTheReference) {
   EXPECT_GT(s.misses_eligible, s.head_steps / 10);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Grid, PrunedReference,
-    ::testing::Combine(::testing::ValuesIn(kAllIsas),
-                       ::testing::Values(DType::f32, DType::f16, DType::bf16),
-                       ::testing::Values(64, 128, 256),
-                       ::testing::Values(PickRule::nearest, PickRule::newest)),
-    [](const auto& i) {
-      return std::string(isa_name(std::get<0>(i.param))) + "_" +
-             std::string(dtype_name(std::get<1>(i.param))) + "_Hd" +
-             std::to_string(std::get<2>(i.param)) + "_" +
-             std::string(name_of(std::get<3>(i.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Grid, PrunedReference,
+                         ::testing::Combine(::testing::ValuesIn(kAllIsas),
+                                            ::testing::Values(DType::f32, DType::f16, DType::bf16),
+                                            ::testing::Values(64, 128, 256),
+                                            ::testing::Values(PickRule::nearest, PickRule::newest)),
+                         [](const auto& i) {
+                           return std::string(isa_name(std::get<0>(i.param))) + "_" +
+                                  std::string(dtype_name(std::get<1>(i.param))) + "_Hd" +
+                                  std::to_string(std::get<2>(i.param)) + "_" +
+                                  std::string(name_of(std::get<3>(i.param)));
+                         });
 
 }  // namespace
 }  // namespace mactune::cpu::test

@@ -106,9 +106,9 @@ TEST(CudaMatchPruned, DecidesAsTheExhaustiveScan) {
   prm.threshold = thr;
   ASSERT_EQ((launch_match_pruned<D, DType::bf16>(prm, nullptr)), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(best.data(), prm.best, best.size() * sizeof(MatchPartial),
-                       cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(best.data(), prm.best, best.size() * sizeof(MatchPartial), cudaMemcpyDeviceToHost),
+      cudaSuccess);
   ASSERT_EQ(cudaMemcpy(read.data(), prm.rows_read, read.size() * 4, cudaMemcpyDeviceToHost),
             cudaSuccess);
   long total_read = 0;
@@ -140,9 +140,9 @@ TEST(CudaMatchPruned, DecidesAsTheExhaustiveScan) {
       total_read += read[head];
     }
   EXPECT_LT(total_read, long(n) * Hq * K / 10) << "the bound pruned too little";
-  const void* owned[] = {prm.ring.q,     prm.ring.lse,   prm.ring.pos,     prm.sketch.codes,
+  const void* owned[] = {prm.ring.q,       prm.ring.lse,  prm.ring.pos,   prm.sketch.codes,
                          prm.sketch.scale, prm.sketch.c2, prm.sketch.err, prm.rows,
-                         prm.q_ring_in,   prm.best,       prm.rows_read};
+                         prm.q_ring_in,    prm.best,      prm.rows_read};
   for (const void* p : owned) cudaFree(const_cast<void*>(p));
 }
 

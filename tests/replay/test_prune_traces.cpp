@@ -89,17 +89,17 @@ TEST_P(PrunedOnTraces, DecidesAsTheExhaustiveScan) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Traces, PrunedOnTraces,
-    ::testing::Combine(::testing::Values("code_1k.safetensors", "text_1k.safetensors",
-                                         "code_1k_theta5e5.safetensors",
-                                         "text_1k_theta5e5.safetensors"),
-                       ::testing::Values(0.45, 0.6, 0.75)),
-    [](const auto& i) {
-      std::string f = std::get<0>(i.param);
-      f = f.substr(0, f.find('.'));
-      return f + "_Tau" + name_number(std::get<1>(i.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Traces, PrunedOnTraces,
+                         ::testing::Combine(::testing::Values("code_1k.safetensors",
+                                                              "text_1k.safetensors",
+                                                              "code_1k_theta5e5.safetensors",
+                                                              "text_1k_theta5e5.safetensors"),
+                                            ::testing::Values(0.45, 0.6, 0.75)),
+                         [](const auto& i) {
+                           std::string f = std::get<0>(i.param);
+                           f = f.substr(0, f.find('.'));
+                           return f + "_Tau" + name_number(std::get<1>(i.param));
+                         });
 
 }  // namespace
 }  // namespace mactune::replay::testing

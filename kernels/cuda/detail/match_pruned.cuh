@@ -40,8 +40,8 @@ struct PrunedMatchParams {
   RingBuffers ring;  // q [slots, q_heads, K, D] (16-bit KV dtype), pos [slots, K], lse
   PrunedSketch sketch;
   const StepRow* rows = nullptr;
-  const void* q_ring_in = nullptr;  // [n, q_heads, D] this step's q~
-  MatchPartial* best = nullptr;     // [n, q_heads]
+  const void* q_ring_in = nullptr;    // [n, q_heads, D] this step's q~
+  MatchPartial* best = nullptr;       // [n, q_heads]
   std::int32_t* rows_read = nullptr;  // [n, q_heads] rows read in full (optional)
   std::int32_t n = 0, q_heads = 0;
   float threshold = 0.0f;  // 2 D (1 - tau)^2 in fp32, as MatchParams (the scan compares in fp32)
@@ -112,8 +112,8 @@ struct PrunedMatchCta {
     const double q2 = stats[0], qsum = stats[1], l1 = stats[2];
     constexpr double gam = pr::gamma(2 * D + 16);
     const double dot_err = gam * 15.0 * l1 + pr::kTiny;
-    const double root =
-        sqrt((static_cast<double>(p.threshold) + pr::kTiny) / ((1.0 - gam) * (1.0 - pr::kSafety) * (1.0 - pr::kSlop)));
+    const double root = sqrt((static_cast<double>(p.threshold) + pr::kTiny) /
+                             ((1.0 - gam) * (1.0 - pr::kSafety) * (1.0 - pr::kSlop)));
     const bool finite = isfinite(q2) && isfinite(l1);
     const int lo = m > K ? m - K : 0;
     const long long head_base = (static_cast<long long>(slot) * p.q_heads + h) * K;
