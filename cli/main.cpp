@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 
 #include <exception>
+#include <new>
+#include <stdexcept>
 #include <iostream>
 #include <string>
 
@@ -15,6 +17,18 @@
 
 namespace {
 
+// "mactune db merge": the command words of the parsed command line.
+std::string command_words(const CLI::App& app) {
+  std::string cmd = "mactune";
+  for (const CLI::App* a = &app;;) {
+    const auto parsed = a->get_subcommands();
+    if (parsed.empty()) break;
+    a = parsed.front();
+    cmd += " " + a->get_name();
+  }
+  return cmd;
+}
+
 // CLI11's own message as one line: "The following argument was not expected: x" and friends
 // may hold newlines; the command that failed and where to look go after it.
 std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
@@ -23,14 +37,7 @@ std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
     if (c == '\n') c = ' ';
   msg = mactune::detail::one_line(msg);
   while (!msg.empty() && msg.back() == ' ') msg.pop_back();
-  std::string cmd = "mactune";
-  for (const CLI::App* a = &app;;) {
-    const auto parsed = a->get_subcommands();
-    if (parsed.empty()) break;
-    a = parsed.front();
-    cmd += " " + a->get_name();
-  }
-  return msg + " (see '" + cmd + " --help')";
+  return msg + " (see '" + command_words(app) + " --help')";
 }
 
 }  // namespace
@@ -48,6 +55,7 @@ int main(int argc, char** argv) {
   mactune::cli::harden_options(app);
   try {
     mactune::cli::check_command_names(app, argc, argv);
+    mactune::cli::check_list_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -55,6 +63,18 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const mactune::Error& e) {
     std::cerr << "mactune: error: " << mactune::detail::one_line(e.what()) << '\n';
+    return 2;
+  } catch (const std::bad_alloc&) {  // (and std::length_error below: a size past max_size)
+    // An allocation no check foresaw (the sizes a request implies are checked where they
+    // enter: kernels/host_memory.h): a resource error of one line, not an internal one.
+    std::cerr << "mactune: error: out of memory while running '" << command_words(app)
+              << "' (the request needs more memory than this machine, or its ulimit -v, "
+                 "allows: ask for less)\n";
+    return 2;
+  } catch (const std::length_error&) {
+    std::cerr << "mactune: error: out of memory while running '" << command_words(app)
+              << "' (the request asks for a buffer larger than any this machine can hold: ask "
+                 "for less)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "mactune: internal error: " << mactune::detail::one_line(e.what()) << '\n';

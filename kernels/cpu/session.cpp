@@ -50,6 +50,11 @@ std::string validate(const SessionOptions& opt) {
     e << "forced lag parameters (" << opt.forced.lag.a << ", " << opt.forced.lag.b
       << ") must be finite";
   if (!e.str().empty()) return e.str();
+  try {
+    check_worker_threads(opt.engine.threads);  // the machine's bound, beside the table's
+  } catch (const InputError& err) {
+    return err.what();
+  }
   if (opt.mac_enabled) {
     why = validate(opt.mac);
     if (!why.empty()) return why;
