@@ -5,12 +5,12 @@
 // matching tune point of DB), copies and NVTX ranges with the kernels launched inside them and
 // the GPU gaps between those (db/nsys_summary.h). Kernels go by their base names, as `nsys stats`
 // prints them with `:base` (--full-names: demangled; JSON has both). DB is only read.
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
-#include <cmath>
 
 #include "cli/options.h"
 #include "cli/registry.h"
@@ -50,8 +50,7 @@ void check_workload(const std::string& text) {
       input_error("--workload '", text, "': '", word,
                   "' is not one of b=, ctx=, hit=, K=, r= (e.g. 'b=8 ctx=131072 hit=1 K=512 "
                   "r=256', as mactune profile --nsys prints it)");
-    if (!seen.insert(key).second)
-      input_error("--workload '", text, "': ", key, "= is given twice");
+    if (!seen.insert(key).second) input_error("--workload '", text, "': ", key, "= is given twice");
     const std::optional<double> v = parse_real(value);
     const bool ok = key == "hit" ? v && *v >= 0 && *v <= 1
                                  : v && *v >= 1 && *v <= kMaxContext && *v == std::floor(*v);

@@ -126,17 +126,20 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--hit-rate", a->hit_rates, "Forced hit rates (default 0,0.5,0.9,1)");
   cmd->add_option("--fit-context", a->fit_contexts,
                   "Fit only to measurements at these contexts (default: all)");
-  a->options["--q-heads"] = cmd->add_option("--q-heads", a->q_heads, "Query heads (default: the database's shape; each shape flag given is checked)");
+  a->options["--q-heads"] = cmd->add_option(
+      "--q-heads", a->q_heads,
+      "Query heads (default: the database's shape; each shape flag given is checked)");
   a->options["--kv-heads"] = cmd->add_option("--kv-heads", a->kv_heads, "KV heads");
   a->options["--head-dim"] = cmd->add_option("--head-dim", a->head_dim, "Head dimension");
   a->options["--page-size"] = cmd->add_option("--page-size", a->page_size, "Tokens per KV page");
   a->options["--dtype"] = cmd->add_option("--dtype", a->dtype, "KV dtype (bf16, f16, f32)");
   a->options["--K"] = cmd->add_option("--K", a->K, "Ring capacity");
   a->options["--r"] = cmd->add_option("--r", a->r, "Band");
-  a->options["--lag"] = cmd->add_option("--lag", a->lag, "Lag distribution of forced hits, e.g. uniform(1,64)");
+  a->options["--lag"] =
+      cmd->add_option("--lag", a->lag, "Lag distribution of forced hits, e.g. uniform(1,64)");
   a->options["--coherence"] = cmd->add_option("--coherence", a->coherence, "per-head or per-group");
-  a->options["--params"] = cmd->add_option("--params", a->params,
-                  "Launch parameters, e.g. threads=0,chunk_tokens=256,block_rows=16");
+  a->options["--params"] = cmd->add_option(
+      "--params", a->params, "Launch parameters, e.g. threads=0,chunk_tokens=256,block_rows=16");
   cmd->add_flag("--model", a->model,
                 "Also print the models' coefficients and where the grid is too coarse");
   cmd->callback([a] { run(*a); });

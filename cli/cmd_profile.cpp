@@ -276,8 +276,8 @@ void run_profile(const ProfileArgs& a) {
   // Every step appends a token: the KV grows to context + warmup + steps positions.
   const double positions = double(a.context) + a.warmup + a.steps + 1;
   MACTUNE_REQUIRE(positions <= kMaxContext, "--context ", a.context, " + --warmup ", a.warmup,
-                  " + --steps ", a.steps, " is ", format_real(positions),
-                  " positions; at most ", kMaxContext);
+                  " + --steps ", a.steps, " is ", format_real(positions), " positions; at most ",
+                  kMaxContext);
   if (!a.trace.empty()) check_output_path(a.trace, "trace");  // before minutes of profiling
   if (a.nsys) {
     prof::NsysOptions o;
@@ -300,18 +300,18 @@ void run_profile(const ProfileArgs& a) {
   // The loop makes every step's inputs up front (q, k, v of each request), and a record a step.
   const double step_floats =
       double(a.shape.batch) * (a.shape.q_heads + 2.0 * a.shape.kv_heads) * a.shape.head_dim;
-  require_host_memory((double(a.warmup) + a.steps) * (step_floats * 4 + 256),
-                      "--steps " + std::to_string(a.steps) + " with --warmup " +
-                          std::to_string(a.warmup),
-                      "every step's inputs, made before the loop");
+  require_host_memory(
+      (double(a.warmup) + a.steps) * (step_floats * 4 + 256),
+      "--steps " + std::to_string(a.steps) + " with --warmup " + std::to_string(a.warmup),
+      "every step's inputs, made before the loop");
   if (a.backend == "cpu") {
     // The CPU session holds the KV cache and ring in host memory: too large a shape is one
     // line here, not std::bad_alloc part way through allocating.
-    require_host_memory(
-        session_bytes(a.shape, positions, a.full ? nullptr : &a.mac),
-        "--batch " + std::to_string(a.shape.batch) + " with --context " +
-            std::to_string(a.context) + " (+ " + std::to_string(a.warmup + a.steps) + " steps)",
-        "the KV cache and ring of every request");
+    require_host_memory(session_bytes(a.shape, positions, a.full ? nullptr : &a.mac),
+                        "--batch " + std::to_string(a.shape.batch) + " with --context " +
+                            std::to_string(a.context) + " (+ " +
+                            std::to_string(a.warmup + a.steps) + " steps)",
+                        "the KV cache and ring of every request");
 #if MACTUNE_PROFILE_CPU
     const DeviceFingerprint fp = cpu_fingerprint(a.cpu.threads);
     profile_session<cpu::Session>(

@@ -4,9 +4,9 @@
 #include <CLI/CLI.hpp>
 
 #include <exception>
+#include <iostream>
 #include <new>
 #include <stdexcept>
-#include <iostream>
 #include <string>
 
 #include "cli/options.h"

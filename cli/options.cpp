@@ -2,8 +2,8 @@
 
 #include <cerrno>
 #include <cmath>
-#include <optional>
 #include <cstdlib>
+#include <optional>
 #include <string_view>
 
 #include <map>
@@ -186,8 +186,9 @@ void check_list_values(const CLI::App& app, int argc, const char* const* argv) {
       if (v.empty()) continue;  // non_empty() refuses it, with the option's name
       const auto [it, fresh] = seen.emplace(value_key(*o, v), &v);
       if (!fresh)
-        input_error(flag_of[o], ": ", *it->second == v ? "'" + v + "'" : "'" + *it->second +
-                    "' and '" + v + "'", " given twice (each value of a list runs once)");
+        input_error(flag_of[o], ": ",
+                    *it->second == v ? "'" + v + "'" : "'" + *it->second + "' and '" + v + "'",
+                    " given twice (each value of a list runs once)");
     }
   }
 }

@@ -3,13 +3,13 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <climits>
-#include <limits>
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <queue>
@@ -99,8 +99,8 @@ std::int64_t top(const Interval& iv) {
 // in context (they overlap each other in batch, and no earlier pair overlapped), so a new
 // entry overlaps one of them iff it overlaps its neighbour below or above it in context:
 // O(n log n). (Checking every pair took over 20 s for a table of 100,000 entries.)
-std::optional<std::pair<std::size_t, std::size_t>> first_overlap(
-    const std::vector<Entry>& entries, std::vector<std::size_t> idx) {
+std::optional<std::pair<std::size_t, std::size_t>> first_overlap(const std::vector<Entry>& entries,
+                                                                 std::vector<std::size_t> idx) {
   std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
     return std::pair(entries[a].batch.lo, a) < std::pair(entries[b].batch.lo, b);
   });

@@ -16,10 +16,14 @@ inline std::size_t utf8_length(std::string_view text, std::size_t i) {
   const unsigned char c = b(0);
   std::size_t n = 0;
   if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) n = 2;
-  else if (c >= 0xe0 && c <= 0xef) n = 3;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4;
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4;
+  else
+    return 0;
   if (i + n > text.size()) return 0;
   for (std::size_t k = 1; k < n; ++k)
     if ((b(k) & 0xc0) != 0x80) return 0;

@@ -60,7 +60,8 @@ inline std::optional<Problem> yaml_text_problem(std::string_view text) {
     if (line_end == std::string_view::npos) line_end = text.size();
     const std::string_view row = text.substr(line_start, line_end - line_start);
     if (const auto nul = row.find('\0'); nul != std::string_view::npos)
-      return Problem{line, "a NUL byte at column " + std::to_string(nul + 1) + " (a YAML file is text)"};
+      return Problem{line,
+                     "a NUL byte at column " + std::to_string(nul + 1) + " (a YAML file is text)"};
     bool blank = false;
     const int indent = detail::indent_of(text, line_start, &blank);
     if (block_indent >= 0 && (blank || indent > block_indent)) {
@@ -92,8 +93,8 @@ inline std::optional<Problem> yaml_text_problem(std::string_view text) {
             if (esc.starts_with('0') || esc.starts_with("x00") || esc.starts_with("u0000") ||
                 esc.starts_with("U00000000"))
               return Problem{line, "a NUL character (\\" + std::string(esc.substr(0, 1)) +
-                                       "...) in a quoted value at column " +
-                                       std::to_string(j + 1) + ": no name or path holds one"};
+                                       "...) in a quoted value at column " + std::to_string(j + 1) +
+                                       ": no name or path holds one"};
             ++j;
             continue;
           }
@@ -111,11 +112,13 @@ inline std::optional<Problem> yaml_text_problem(std::string_view text) {
         // allows nothing else; `'it's'` closed after "it").
         std::size_t k = j + 1;
         while (k < row.size() && is_space(row[k])) ++k;
-        if (k < row.size() && row[k] != ':' && row[k] != ',' && row[k] != ']' &&
-            row[k] != '}' && row[k] != '#' && row[k] != '\r')
+        if (k < row.size() && row[k] != ':' && row[k] != ',' && row[k] != ']' && row[k] != '}' &&
+            row[k] != '#' && row[k] != '\r')
           return Problem{line, std::string("the quoted value opened at column ") +
-                                   std::to_string(open + 1) + " (" + c + ") is followed by text "
-                                   "at column " + std::to_string(k + 1) +
+                                   std::to_string(open + 1) + " (" + c +
+                                   ") is followed by text "
+                                   "at column " +
+                                   std::to_string(k + 1) +
                                    " (a quote inside the value? double it in '...', escape it "
                                    "in \"...\")"};
         token_start = false;
@@ -158,8 +161,7 @@ std::optional<Problem> duplicate_key(const Node& n, const std::string& where = "
       if (a->first.IsScalar()) {
         const auto [it, fresh] = first_line.emplace(key, line);
         if (!fresh)
-          return Problem{line, path + ": given twice (first at line " +
-                                   std::to_string(it->second) +
+          return Problem{line, path + ": given twice (first at line " + std::to_string(it->second) +
                                    "; each key appears once in a mapping)"};
       }
       if (auto p = duplicate_key(a->second, path)) return p;

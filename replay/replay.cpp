@@ -116,8 +116,8 @@ ExactAttention exact_attention(const TraceLayer& L, double rope_theta, DType kv_
       for (std::size_t i = 0; i < part->size(); ++i)
         if (std::fabs((*part)[i]) > 65504.0f) {
           const std::size_t row = std::size_t(Hkv) * uD;
-          input_error("layer ", L.layer, ": ", part == &L.v ? "v" : "k_pre", " holds ",
-                      (*part)[i], " at [", i / row, ", ", i % row / uD, ", ", i % uD,
+          input_error("layer ", L.layer, ": ", part == &L.v ? "v" : "k_pre", " holds ", (*part)[i],
+                      " at [", i / row, ", ", i % row / uD, ", ", i % uD,
                       "], beyond f16's range (65504) of --kv-dtype f16 (use f32 or bf16)");
         }
   // Stored KV as a session holds it: RoPE in double, then rounded to the KV dtype.

@@ -196,17 +196,18 @@ std::vector<TunePoint> expand_grid(const Spec& spec, std::vector<std::string>* u
     // empty: p >= r (DESIGN.md section 1). At m = context <= r there is no such p, so every
     // step misses, and a point would be stored as hit rate h measured with no hit at all.
     if (p.context <= p.mac.band)
-      input_error(spec.file, ':', std::max(spec.axis("context").line, 1), ": workload.context: context ",
-                  p.context, " with r = ", p.mac.band,
+      input_error(spec.file, ':', std::max(spec.axis("context").line, 1),
+                  ": workload.context: context ", p.context, " with r = ", p.mac.band,
                   ": no step can hit (a hit reuses a position p >= r before m = context); keep "
                   "such points out with the constraint 'r < context'");
     // Below min_context every step is a plain miss (DESIGN.md section 1): forced hits there
     // would be stored as a hit rate no step had.
-    const bool hits_asked = p.forced.quota == ForcedQuota::skip_ratio ? p.forced.skip_ratio > 0
-                                                                      : p.forced.hit_rate > 0;
+    const bool hits_asked =
+        p.forced.quota == ForcedQuota::skip_ratio ? p.forced.skip_ratio > 0 : p.forced.hit_rate > 0;
     if (hits_asked && p.context < p.mac.min_context)
-      input_error(spec.file, ':', std::max(spec.axis("min_context").line, 1), ": mac.min_context: context ",
-                  p.context, " is below min_context = ", p.mac.min_context,
+      input_error(spec.file, ':', std::max(spec.axis("min_context").line, 1),
+                  ": mac.min_context: context ", p.context,
+                  " is below min_context = ", p.mac.min_context,
                   ": its steps are all misses, but the point asks for hits; keep such points out "
                   "with the constraint 'context >= min_context'");
   }

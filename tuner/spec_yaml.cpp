@@ -75,7 +75,8 @@ YAML::Node load_spec_yaml(std::string_view text, const std::string& file) {
       spec_error(file, ':', docs[1].Mark().line + 1,
                  ": syntax: a second YAML document (after '---'); a spec is one document");
     YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
-    if (const auto p = yaml_strict::duplicate_key(root)) spec_error(file, ':', p->line, ": ", p->what);
+    if (const auto p = yaml_strict::duplicate_key(root))
+      spec_error(file, ':', p->line, ": ", p->what);
     return root;
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line + 1;

@@ -41,8 +41,8 @@ void check_worker_threads(int threads, std::string_view knob) {
   if (threads < 0) input_error(knob, " = ", threads, " must be at least 0 (0: all logical CPUs)");
   const int cap = max_worker_threads();
   if (threads > cap)
-    input_error(knob, " = ", threads, ": at most ", cap,
-                " worker threads (4 x this machine's ", std::thread::hardware_concurrency(),
+    input_error(knob, " = ", threads, ": at most ", cap, " worker threads (4 x this machine's ",
+                std::thread::hardware_concurrency(),
                 " logical CPUs, and at least 64; more only time-slice the same cores)");
 }
 

@@ -149,8 +149,8 @@ void bind_dispatch(nb::module_& m) {
             return d.select(p, context, hit_rate);
           },
           nb::arg("problem"), nb::arg("context"), nb::arg("expected_hit_rate"),
-           "The choice for `problem` at `context` KV tokens per request (a mixed batch: the "
-           "mean) and the per-head hit rate the engine expects: a pure function of the table.")
+          "The choice for `problem` at `context` KV tokens per request (a mixed batch: the "
+          "mean) and the per-head hit rate the engine expects: a pure function of the table.")
       .def_prop_ro("refusal", &Dispatcher::refusal, "'' unless a table was refused: its line")
       .def_prop_ro("backend", &Dispatcher::backend, "the device's backend ('cpu' or 'cuda')")
       .def_prop_ro(

@@ -77,7 +77,6 @@ TEST(ProfileCli, ShortCpuLoopRunsWithTheNewFlags) {
   EXPECT_NE(r.out.find("profile: mac_cpu_"), std::string::npos) << r.out;
 }
 
-
 // ---- Flags that cannot apply are refused, not ignored (issue 30).
 
 void expect_refused(const test_cli::CliResult& r, const std::string& part) {

@@ -8,10 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <fstream>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -41,8 +41,8 @@ TEST(ThreadPool, CountAboveTheMachineBoundIsRefused) {
 }
 
 // In a child process (its address-space limit stays there): a pool of 48 threads with 64 MiB
-// stacks needs 3 GiB of address space; the limit leaves room for a few (512 MiB). The child exits 0 when
-// the constructor threw the expected line, 3 when it did not throw; a std::terminate would be
+// stacks needs 3 GiB of address space; the limit leaves room for a few (512 MiB). The child exits 0
+// when the constructor threw the expected line, 3 when it did not throw; a std::terminate would be
 // SIGABRT, a hang the parent's timeout.
 TEST(ThreadPool, CreationFailureJoinsTheStartedAndThrowsOneLine) {
   std::fflush(nullptr);

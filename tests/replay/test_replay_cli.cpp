@@ -55,8 +55,8 @@ class ReplayCli : public ::testing::Test {
   // The same under shell limits (`ulimit -s ... && ulimit -v ...`), in a subshell.
   CliRun mactune_limited(const std::string& limits, const std::string& args) const {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
-    const std::string cmd = "(" + limits + " && exec '" + MACTUNE_CLI + "' " + args + ") >'" +
-                            out + "' 2>'" + err + "'";
+    const std::string cmd = "(" + limits + " && exec '" + MACTUNE_CLI + "' " + args + ") >'" + out +
+                            "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     CliRun r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -211,7 +211,6 @@ TEST_F(ReplayCli, CalibrateWritesALoadableSchedule) {
   EXPECT_EQ(missing.rc, 2);  // --max-err is required
 }
 
-
 // ---- Values (issue 30): thread counts, trace values, eligibility, lists.
 
 // The trace's first query value set to `x` (a float the file holds exactly).
@@ -240,9 +239,9 @@ void expect_one_line(const CliRun& r, std::initializer_list<const char*> parts) 
 
 TEST_F(ReplayCli, ThreadsAboveTheMachineBoundAreRefused) {
   write("t.safetensors", small_trace());
-  expect_one_line(mactune("replay --engine ref --trace '" + path("t.safetensors") +
-                          "' --threads 600"),
-                  {"threads = 600: at most"});
+  expect_one_line(
+      mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --threads 600"),
+      {"threads = 600: at most"});
   expect_one_line(mactune("calibrate --engine ref --trace '" + path("t.safetensors") +
                           "' --max-err 0.1 -o '" + path("s.yaml") + "' --threads 600"),
                   {"threads = 600: at most"});
@@ -253,9 +252,9 @@ TEST_F(ReplayCli, ThreadsAboveTheMachineBoundAreRefused) {
 // line, exit 2, no hang (std::system waits: a hang would time the whole test out) and no abort.
 TEST_F(ReplayCli, ThreadsThatCannotStartAreOneLine) {
   write("t.safetensors", small_trace());
-  const CliRun r = mactune_limited(
-      "ulimit -s 262144 && ulimit -v 3000000",
-      "replay --engine ref --trace '" + path("t.safetensors") + "' --threads 60");
+  const CliRun r =
+      mactune_limited("ulimit -s 262144 && ulimit -v 3000000",
+                      "replay --engine ref --trace '" + path("t.safetensors") + "' --threads 60");
   expect_one_line(r, {"threads = 60: could start only", "worker threads"});
 }
 
@@ -267,15 +266,18 @@ TEST_F(ReplayCli, HugeFiniteTraceValueIsRefusedWithItsIndex) {
 
 TEST_F(ReplayCli, ValueBeyondF16IsRefusedForAnF16Cache) {
   write("t.safetensors", trace_with_value(1e5f, "layer3.k_pre"));
-  expect_one_line(mactune("replay --engine ref --kv-dtype f16 --trace '" + path("t.safetensors") + "'"),
-                  {"k_pre holds", "beyond f16's range"});
-  EXPECT_EQ(mactune("replay --engine ref --kv-dtype f32 --trace '" + path("t.safetensors") + "'").rc, 0);
+  expect_one_line(
+      mactune("replay --engine ref --kv-dtype f16 --trace '" + path("t.safetensors") + "'"),
+      {"k_pre holds", "beyond f16's range"});
+  EXPECT_EQ(
+      mactune("replay --engine ref --kv-dtype f32 --trace '" + path("t.safetensors") + "'").rc, 0);
 }
 
 TEST_F(ReplayCli, MinContextPastTheTraceIsRefused) {
   write("t.safetensors", small_trace());
-  expect_one_line(mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --min-context 100"),
-                  {"layer 3 has 48 steps, none at or past --min-context 100"});
+  expect_one_line(
+      mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --min-context 100"),
+      {"layer 3 has 48 steps, none at or past --min-context 100"});
   expect_one_line(mactune("calibrate --engine ref --trace '" + path("t.safetensors") +
                           "' --max-err 0.1 --min-context 48 -o '" + path("s.yaml") + "'"),
                   {"none at or past --min-context 48"});
@@ -284,8 +286,9 @@ TEST_F(ReplayCli, MinContextPastTheTraceIsRefused) {
 
 TEST_F(ReplayCli, LayerOrSettingListedTwiceIsRefused) {
   write("t.safetensors", small_trace());
-  expect_one_line(mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --layers 3,3"),
-                  {"--layers", "given twice"});
+  expect_one_line(
+      mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --layers 3,3"),
+      {"--layers", "given twice"});
   expect_one_line(mactune("calibrate --engine ref --trace '" + path("t.safetensors") +
                           "' --max-err 0.1 --taus 0.5,0.5 -o '" + path("s.yaml") + "'"),
                   {"--taus", "given twice"});

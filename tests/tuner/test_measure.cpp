@@ -34,9 +34,7 @@ class NullBackend final : public Backend {
   std::string timer_name() const override { return "steady_clock"; }
   void use_timer(const std::string&) override {}
   std::vector<InstanceDesc> instances() const override { return {}; }
-  std::pair<std::string, std::string> instance_names(const TunePoint&) const override {
-    return {};
-  }
+  std::pair<std::string, std::string> instance_names(const TunePoint&) const override { return {}; }
   std::string can_run(const TunePoint&) const override { return ""; }
   double memory_available() const override { return 0; }
   double case_bytes(const TunePoint&, bool) const override { return 0; }

@@ -102,7 +102,8 @@ void expect_refused_at(const std::string& text, std::size_t line, const std::str
   ASSERT_FALSE(e.empty()) << "accepted:\n" << text;
   EXPECT_EQ(e.find('\n'), std::string::npos) << e;
   EXPECT_EQ(e.rfind("t.yaml:" + std::to_string(line) + ":", 0), 0u)
-      << "expected line " << line << ": " << e << "\n" << text;
+      << "expected line " << line << ": " << e << "\n"
+      << text;
   EXPECT_NE(e.find(what), std::string::npos) << e;
 }
 

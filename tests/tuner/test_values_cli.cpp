@@ -60,16 +60,16 @@ void tune_tiny(const TempDir& dir) {
 TEST(TuneValues, SecondDocumentIsRefused) {
   TempDir dir;
   const std::string spec = tiny_spec("t") + "---\nname: other\n";
-  expect_refused(dry_run(dir, spec),
-                 {"t.yaml:" + std::to_string(line_of(spec, "name: other")) + ":",
-                  "second YAML document"});
+  expect_refused(
+      dry_run(dir, spec),
+      {"t.yaml:" + std::to_string(line_of(spec, "name: other")) + ":", "second YAML document"});
 }
 
 TEST(TuneValues, TopLevelKeyGivenTwiceIsRefused) {
   TempDir dir;
   const std::string spec = tiny_spec("t") + "seed: 3\nseed: 4\n";
   expect_refused(dry_run(dir, spec), {"t.yaml:" + std::to_string(line_of(spec, "seed: 4")) +
-                                          ": seed: given twice (first at line"});
+                                      ": seed: given twice (first at line"});
 }
 
 TEST(TuneValues, NestedKeyGivenTwiceIsRefused) {
@@ -80,9 +80,10 @@ TEST(TuneValues, NestedKeyGivenTwiceIsRefused) {
 
 TEST(TuneValues, UnterminatedQuoteNamesItsLine) {
   TempDir dir;
-  const std::string spec = replaced(tiny_spec("t"), "  lag: uniform(1,16)", "  lag: \"uniform(1,16)");
-  expect_refused(dry_run(dir, spec), {"t.yaml:" + std::to_string(line_of(spec, "  lag: \"")) +
-                                          ":", "does not close on its line"});
+  const std::string spec =
+      replaced(tiny_spec("t"), "  lag: uniform(1,16)", "  lag: \"uniform(1,16)");
+  expect_refused(dry_run(dir, spec), {"t.yaml:" + std::to_string(line_of(spec, "  lag: \"")) + ":",
+                                      "does not close on its line"});
 }
 
 TEST(TuneValues, NulInAQuotedValueIsNamed) {
@@ -101,12 +102,14 @@ TEST(TuneValues, ContextAtMostTheBandIsRefused) {
   TempDir dir;
   std::string spec = tiny_spec("t", "[1]", "[32, 256]");
   spec = replaced(spec, "constraints: [r < context]\n", "");
-  expect_refused(dry_run(dir, spec), {"workload.context: context 32 with r = 32", "no step can hit"});
+  expect_refused(dry_run(dir, spec),
+                 {"workload.context: context 32 with r = 32", "no step can hit"});
 }
 
 TEST(TuneValues, HitsBelowMinContextAreRefused) {
   TempDir dir;
-  const std::string spec = replaced(tiny_spec("t"), "mac: {K: 64, r: 32}", "mac: {K: 64, r: 32, min_context: 1024}");
+  const std::string spec =
+      replaced(tiny_spec("t"), "mac: {K: 64, r: 32}", "mac: {K: 64, r: 32, min_context: 1024}");
   expect_refused(dry_run(dir, spec), {"mac.min_context: context 256 is below min_context = 1024"});
 }
 
@@ -216,7 +219,8 @@ TEST(PredictValues, ShapeFlagsAreCheckedWhenGiven) {
   expect_refused(with({"--batch", "1", "--q-heads", "0"}), {"q_heads = 0"});
   expect_refused(with({"--batch", "1e9"}), {"batch = 1000000000 must be in [1, 65536]"});
   expect_refused(with({"--batch", "1", "--params", "bogus=1"}), {"--params 'bogus=1'", "bogus"});
-  expect_refused(with({"--batch", "1", "--params", "chunk_tokens=0"}), {"--params", "chunk_tokens"});
+  expect_refused(with({"--batch", "1", "--params", "chunk_tokens=0"}),
+                 {"--params", "chunk_tokens"});
   EXPECT_EQ(with({"--batch", "1", "--params", "threads=1,chunk_tokens=64,block_rows=16"}).rc, 0);
 }
 
