@@ -119,8 +119,8 @@ void harden_options(CLI::App& app) {
     const std::string t = base_type(*o);
     // Before any other check of the option: the empty value first, then the integer text.
     o->check(non_empty());
-    if (t == "INT" || t == "[INT]") o->check(integer_text(false));
-    if (t == "UINT" || t == "[UINT]") o->check(integer_text(true));
+    if (t == "INT" || t == "[INT]") o->transform(integer_text(false));
+    if (t == "UINT" || t == "[UINT]") o->transform(integer_text(true));
     if (t == "FLOAT" || t == "[FLOAT]") o->check(finite_number());
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) harden_options(*sub);

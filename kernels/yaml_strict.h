@@ -147,6 +147,29 @@ inline std::optional<Problem> yaml_text_problem(std::string_view text) {
   return std::nullopt;
 }
 
+// The line of the marker that starts a second document: a `---` (or a `...` end marker) at
+// column 0 after the first document's content, or 0 when there is none. Lines inside a block
+// scalar are indented, so a column-0 marker is always one.
+inline int second_document_line(std::string_view text) {
+  bool content = false;
+  int line = 1;
+  for (std::size_t at = 0; at < text.size(); ++line) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view row = text.substr(at, end - at);
+    const bool marker = (row.starts_with("---") || row.starts_with("...")) &&
+                        (row.size() == 3 || detail::is_space(row[3]) || row[3] == '\r');
+    if (marker && content) return line;
+    const std::size_t first = row.find_first_not_of(" \t\r");
+    if (!marker && first != std::string_view::npos && row[first] != '#') content = true;
+    if (marker && row.substr(3).find_first_not_of(" \t\r") != std::string_view::npos &&
+        row[3 + row.substr(3).find_first_not_of(" \t\r")] != '#')
+      content = true;  // "--- {a: 1}": content on the marker's line
+    at = end + 1;
+  }
+  return 0;
+}
+
 // The first key that appears twice in one mapping of the tree under `n` (any depth), with
 // the line of its second appearance. Node: YAML::Node (IsMap, IsSequence, IsScalar, Scalar,
 // Mark().line, begin/end with ->first/->second on maps, plain iteration on sequences).

@@ -133,7 +133,10 @@ static LayerSchedule parse_layer_schedule_checked(const std::string& text,
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(text);
     if (docs.size() > 1)
-      input_error(source, ":", docs[1].Mark().line + 1,
+      input_error(source, ":",
+                  yaml_strict::second_document_line(text) > 0
+                      ? yaml_strict::second_document_line(text)
+                      : docs[1].Mark().line + 1,
                   ": a second YAML document (after '---'); a layer schedule is one document");
     if (!docs.empty()) root = docs.front();
   } catch (const YAML::ParserException& e) {

@@ -72,7 +72,10 @@ YAML::Node load_spec_yaml(std::string_view text, const std::string& file) {
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
     if (docs.size() > 1)
-      spec_error(file, ':', docs[1].Mark().line + 1,
+      spec_error(file, ':',
+                 yaml_strict::second_document_line(text) > 0
+                     ? yaml_strict::second_document_line(text)
+                     : docs[1].Mark().line + 1,
                  ": syntax: a second YAML document (after '---'); a spec is one document");
     YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
     if (const auto p = yaml_strict::duplicate_key(root))

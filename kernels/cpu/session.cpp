@@ -92,7 +92,12 @@ void Session::Impl::configure_engine() {
                                           : static_cast<int>(std::thread::hardware_concurrency());
   if (!pool || pool->size() != std::max(want, 1)) {
     pool.reset();  // joins the old workers first
-    pool.emplace(opt.engine.threads);
+    try {
+      pool.emplace(opt.engine.threads);
+    } catch (...) {
+      pool.emplace(1);  // the caller alone (starts no thread): the session stays usable
+      throw;
+    }
   }
   const auto T = static_cast<std::size_t>(pool->size());
   d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));
