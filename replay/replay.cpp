@@ -305,7 +305,7 @@ void require_eligible_steps(int steps, int layer, int min_context, const std::st
 }
 
 void require_replayable(const DecodeTrace& trace, int layer, const ReplaySettings& st) {
-  cpu::check_worker_threads(st.threads);  // both engines' exact attention uses them
+  cpu::check_worker_threads(st.threads);       // both engines' exact attention uses them
   if (st.engine == ReplayEngine::ref) return;  // the fp64 reference runs any valid shape
   cpu::SessionOptions opt;
   opt.shape = trace.problem(layer, st.kv_dtype);
