@@ -307,11 +307,11 @@ void run_profile(const ProfileArgs& a) {
   if (a.backend == "cpu") {
     // The CPU session holds the KV cache and ring in host memory: too large a shape is one
     // line here, not std::bad_alloc part way through allocating.
-    require_host_memory(session_bytes(a.shape, positions, a.full ? nullptr : &a.mac),
-                        "--batch " + std::to_string(a.shape.batch) + " with --context " +
-                            std::to_string(a.context) + " (+ " +
-                            std::to_string(a.warmup + a.steps) + " steps)",
-                        "the KV cache and ring of every request");
+    require_host_memory(
+        session_bytes(a.shape, positions, a.full ? nullptr : &a.mac),
+        "--batch " + std::to_string(a.shape.batch) + " with --context " + std::to_string(a.context),
+        "the KV cache and ring of every request, grown by " + std::to_string(a.warmup + a.steps) +
+            " steps");
 #if MACTUNE_PROFILE_CPU
     const DeviceFingerprint fp = cpu_fingerprint(a.cpu.threads);
     profile_session<cpu::Session>(

@@ -92,7 +92,7 @@ CLI::Validator number_in(double lo, double hi) {
   return CLI::Validator(
       [lo, hi, want](std::string& s) -> std::string {
         const std::optional<double> v = parse_real(s);
-        if (!v) return "'" + s + "' is not a number";
+        if (!v) return "";  // not a (finite) number: finite_number() or CLI11 says so
         if (!(*v >= lo && *v <= hi)) return s + " " + want;
         return "";
       },

@@ -404,8 +404,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
       if (spec.name.front() == '.')
         rd.fail(e.value, "name", "'", spec.name,
                 "' starts with '.': the name is a file name of its own (results/NAME.db)");
-      if (spec.name.size() > 128)
-        rd.fail(e.value, "name", "a name of ", spec.name.size(), " characters (at most 128)");
+
       have_name = true;
     } else if (e.key == "description") {
       spec.description = rd.scalar(e.value, "description");

@@ -62,7 +62,7 @@ TEST(TuneValues, SecondDocumentIsRefused) {
   const std::string spec = tiny_spec("t") + "---\nname: other\n";
   expect_refused(
       dry_run(dir, spec),
-      {"t.yaml:" + std::to_string(line_of(spec, "name: other")) + ":", "second YAML document"});
+      {"t.yaml:" + std::to_string(line_of(spec, "---\nname: other")) + ":", "second YAML document"});
 }
 
 TEST(TuneValues, TopLevelKeyGivenTwiceIsRefused) {
