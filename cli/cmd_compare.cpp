@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/error.h"
@@ -51,11 +52,11 @@ void add_compare(CLI::App& app) {
   cmd->add_option("-o,--output", a->out, "Write the markdown report here (default: stdout)");
   cmd->add_option("--threshold", a->options.threshold,
                   "Relative median change at or below which a point is SAME")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(number_in(0.0, 0.99));
   cmd->add_option("--resolution", a->options.resolution,
                   "Break-evens at most this far apart agree (else one must lie in the other's "
                   "bracket)")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(number_in(0.0, 0.99));
   cmd->add_option("--base-device", a->options.base_device,
                   "Device of BASE when it holds several: fingerprint digest or name glob");
   cmd->add_option("--new-device", a->options.new_device,

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/device.h"
@@ -79,7 +80,7 @@ void add_emit(CLI::App& app) {
   cmd->add_option("-o,--output", a->out, "Dispatch table JSON to write")->required();
   cmd->add_option("--header", a->header, "Also write the table as a C++ header");
   cmd->add_option("--tie-tolerance", a->tie_tolerance, "Configs this close to the best are tied")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(number_in(0.0, 0.99));
   cmd->add_option("--ties", a->ties,
                   "overlap: configs the intervals cannot tell apart are tied too; tolerance: only "
                   "the tolerance")

@@ -5,12 +5,18 @@
 // matching tune point of DB), copies and NVTX ranges with the kernels launched inside them and
 // the GPU gaps between those (db/nsys_summary.h). Kernels go by their base names, as `nsys stats`
 // prints them with `:base` (--full-names: demangled; JSON has both). DB is only read.
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
+#include <sstream>
 
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "db/nsys_summary.h"
+#include "kernels/fields.h"
+#include "kernels/problem.h"
 
 namespace mactune::cli {
 namespace {
@@ -26,7 +32,37 @@ struct NsysArgs {
   std::size_t top = 20;
 };
 
+// --workload "b=8 ctx=131072 hit=1 K=512 r=256": every word one of those fields, once, with a
+// value in its range (the summary would otherwise skip a word it cannot read, and find no
+// tune point without saying why).
+void check_workload(const std::string& text) {
+  std::istringstream in(text);
+  std::set<std::string> seen;
+  std::string word;
+  int words = 0;
+  while (in >> word) {
+    ++words;
+    const auto eq = word.find('=');
+    const std::string key = word.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : word.substr(eq + 1);
+    const bool known = key == "b" || key == "ctx" || key == "hit" || key == "K" || key == "r";
+    if (!known || eq == std::string::npos)
+      input_error("--workload '", text, "': '", word,
+                  "' is not one of b=, ctx=, hit=, K=, r= (e.g. 'b=8 ctx=131072 hit=1 K=512 "
+                  "r=256', as mactune profile --nsys prints it)");
+    if (!seen.insert(key).second) input_error("--workload '", text, "': ", key, "= is given twice");
+    const std::optional<double> v = parse_real(value);
+    const bool ok = key == "hit" ? v && *v >= 0 && *v <= 1
+                                 : v && *v >= 1 && *v <= kMaxContext && *v == std::floor(*v);
+    if (!ok)
+      input_error("--workload '", text, "': ", word, ": ",
+                  key == "hit" ? "a hit rate in [0, 1]" : "a positive integer", " expected");
+  }
+  if (words == 0) input_error("--workload '", text, "': no field (e.g. 'b=8 ctx=131072')");
+}
+
 void run_summary(const NsysArgs& a) {
+  if (!a.workload.empty()) check_workload(a.workload);
   std::optional<db::Store> tune;
   if (!a.db_path.empty()) tune = db::Store::open(a.db_path, {.mode = db::OpenMode::read_only});
   const db::NsysSummary s = db::summarize_nsys_report(
@@ -68,7 +104,7 @@ void add_nsys(CLI::App& app) {
                 "them with :base; JSON has both)");
   sum->add_option("--top", a->top, "Rows per table (JSON has them all)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(1));
   sum->callback([a] { run_summary(*a); });
 }
 

@@ -4,11 +4,14 @@
 // other measured contexts show the error outside what the model saw. `--model` also prints
 // the models and where the grid is too coarse for them. Reads the database only.
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
 #include "cli/registry.h"
 #include "db/store.h"
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cuda/engine_config.h"
 #include "kernels/device.h"
 #include "kernels/error.h"
 #include "tuner/expr.h"
@@ -24,6 +27,10 @@ struct PredictArgs {
   int q_heads = 0, kv_heads = 0, head_dim = 0, page_size = 0, K = 0, r = 0;
   std::string dtype, lag, coherence, params;
   bool model = false;
+  // The shape and MAC flags given on the command line: an unset one means "the database's",
+  // a given one is checked whatever its value (`--q-heads 0` is refused, not "unset").
+  std::map<std::string, const CLI::Option*> options;
+  bool given(const std::string& flag) const { return options.at(flag)->count() > 0; }
 };
 
 // "64K", "1M", "4096" (also comma lists inside one value) as positive integers.
@@ -57,8 +64,25 @@ std::vector<double> rates(const std::vector<std::string>& texts) {
 }
 
 template <class T>
-std::optional<T> given(const T& v, const T& unset) {
-  return v == unset ? std::nullopt : std::optional<T>(v);
+std::optional<T> given(const PredictArgs& a, const std::string& flag, const T& v) {
+  return a.given(flag) ? std::optional<T>(v) : std::nullopt;
+}
+
+// --params: the launch parameters of the device's engine, each checked by its field
+// (threads=0,chunk_tokens=256,block_rows=16 on a CPU).
+void check_params(const std::string& backend, const std::string& text) {
+  try {
+    if (backend == "cuda") {
+      cuda::EngineConfig c;
+      parse_fields_text(c, text);
+    } else {
+      cpu::EngineConfig c;
+      parse_fields_text(c, text);
+    }
+  } catch (const InputError& e) {
+    input_error("--params '", text, "': ", e.what(), " (the ", backend,
+                " engine's launch parameters, e.g. threads=0,chunk_tokens=256,block_rows=16)");
+  }
 }
 
 void run(const PredictArgs& a) {
@@ -73,16 +97,17 @@ void run(const PredictArgs& a) {
   req.batches = counts(a.batches, "--batch");
   req.hit_rates = rates(a.hit_rates);
   req.fit_contexts = counts(a.fit_contexts, "--fit-context");
-  req.q_heads = given(a.q_heads, 0);
-  req.kv_heads = given(a.kv_heads, 0);
-  req.head_dim = given(a.head_dim, 0);
-  req.page_size = given(a.page_size, 0);
-  req.K = given(a.K, 0);
-  req.r = given(a.r, 0);
-  req.dtype = given(a.dtype, std::string());
-  req.lag = given(a.lag, std::string());
-  req.coherence = given(a.coherence, std::string());
-  req.params = given(a.params, std::string());
+  req.q_heads = given(a, "--q-heads", a.q_heads);
+  req.kv_heads = given(a, "--kv-heads", a.kv_heads);
+  req.head_dim = given(a, "--head-dim", a.head_dim);
+  req.page_size = given(a, "--page-size", a.page_size);
+  req.K = given(a, "--K", a.K);
+  req.r = given(a, "--r", a.r);
+  req.dtype = given(a, "--dtype", a.dtype);
+  req.lag = given(a, "--lag", a.lag);
+  req.coherence = given(a, "--coherence", a.coherence);
+  req.params = given(a, "--params", a.params);
+  if (req.params) check_params(device.backend, *req.params);
   const tuner::Prediction p = tuner::predict(rows, device, req);
   std::cout << tuner::prediction_markdown(p);
   if (a.model) std::cout << '\n' << tuner::model_markdown(p.models, rows);
@@ -101,17 +126,20 @@ void add_predict(CLI::App& app) {
   cmd->add_option("--hit-rate", a->hit_rates, "Forced hit rates (default 0,0.5,0.9,1)");
   cmd->add_option("--fit-context", a->fit_contexts,
                   "Fit only to measurements at these contexts (default: all)");
-  cmd->add_option("--q-heads", a->q_heads, "Query heads (default: the database's shape)");
-  cmd->add_option("--kv-heads", a->kv_heads, "KV heads");
-  cmd->add_option("--head-dim", a->head_dim, "Head dimension");
-  cmd->add_option("--page-size", a->page_size, "Tokens per KV page");
-  cmd->add_option("--dtype", a->dtype, "KV dtype (bf16, f16, f32)");
-  cmd->add_option("--K", a->K, "Ring capacity");
-  cmd->add_option("--r", a->r, "Band");
-  cmd->add_option("--lag", a->lag, "Lag distribution of forced hits, e.g. uniform(1,64)");
-  cmd->add_option("--coherence", a->coherence, "per-head or per-group");
-  cmd->add_option("--params", a->params,
-                  "Launch parameters, e.g. threads=0,chunk_tokens=256,block_rows=16");
+  a->options["--q-heads"] = cmd->add_option(
+      "--q-heads", a->q_heads,
+      "Query heads (default: the database's shape; each shape flag given is checked)");
+  a->options["--kv-heads"] = cmd->add_option("--kv-heads", a->kv_heads, "KV heads");
+  a->options["--head-dim"] = cmd->add_option("--head-dim", a->head_dim, "Head dimension");
+  a->options["--page-size"] = cmd->add_option("--page-size", a->page_size, "Tokens per KV page");
+  a->options["--dtype"] = cmd->add_option("--dtype", a->dtype, "KV dtype (bf16, f16, f32)");
+  a->options["--K"] = cmd->add_option("--K", a->K, "Ring capacity");
+  a->options["--r"] = cmd->add_option("--r", a->r, "Band");
+  a->options["--lag"] =
+      cmd->add_option("--lag", a->lag, "Lag distribution of forced hits, e.g. uniform(1,64)");
+  a->options["--coherence"] = cmd->add_option("--coherence", a->coherence, "per-head or per-group");
+  a->options["--params"] = cmd->add_option(
+      "--params", a->params, "Launch parameters, e.g. threads=0,chunk_tokens=256,block_rows=16");
   cmd->add_flag("--model", a->model,
                 "Also print the models' coefficients and where the grid is too coarse");
   cmd->callback([a] { run(*a); });

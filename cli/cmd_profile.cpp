@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -62,8 +63,35 @@ struct ProfileArgs {
   std::string nsys_output = "mactune-profile";
   FieldFlags flags;
 
-  bool forced_hits() const { return flags.option("--hit-rate")->count() > 0; }
+  // Forced hits are on when any of their flags is given (--hit-rate, --skip-ratio, --lag...).
+  bool forced_hits() const { return flags.given("forced hits"); }
+  std::map<std::string, const CLI::Option*> cuda_only;  // --device, --no-cupti, --dram
 };
+
+// Flags that cannot apply to what runs are refused, not ignored: the other backend's flags,
+// forced hits with --full, a skip ratio without its quota.
+void check_flag_combinations(const ProfileArgs& a) {
+  const bool cuda = a.backend == "cuda";
+  if (!cuda) {
+    for (const auto& [flag, o] : a.cuda_only)
+      MACTUNE_REQUIRE(o->count() == 0, flag, " applies to --backend cuda only (this is --backend ",
+                      a.backend, ")");
+    MACTUNE_REQUIRE(!a.flags.given("CUDA engine"),
+                    "a CUDA engine flag is given with --backend cpu (see --help: CUDA engine)");
+  } else {
+    MACTUNE_REQUIRE(!a.flags.given("CPU engine"),
+                    "a CPU engine flag is given with --backend cuda (see --help: CPU engine)");
+  }
+  if (a.full)
+    MACTUNE_REQUIRE(!a.forced_hits() && !a.flags.given("MAC"),
+                    "--full runs plain attention: the MAC and forced-hit flags do not apply");
+  const bool skip_given = a.flags.option("--skip-ratio")->count() > 0;
+  const bool skip_quota = a.forced.quota == ForcedQuota::skip_ratio;
+  MACTUNE_REQUIRE(!skip_given || skip_quota,
+                  "--skip-ratio needs --quota skip-ratio (the default quota fixes the hit rate)");
+  MACTUNE_REQUIRE(!skip_quota || a.flags.option("--hit-rate")->count() == 0,
+                  "--hit-rate with --quota skip-ratio: the skip-ratio quota solves the hits");
+}
 
 std::atomic<bool> g_stop{false};
 std::atomic<int> g_signal{0};
@@ -88,7 +116,13 @@ std::vector<std::string> loop_command(const ProfileArgs& a) {
     w.push_back("--full");
   } else {
     add(a.flags.args("MAC"));
-    if (a.forced_hits()) add(a.flags.args("forced hits"));
+    if (a.forced_hits()) {
+      // The quota's own value only: --skip-ratio with the skip-ratio quota, else --hit-rate.
+      const std::vector<std::string> f = a.flags.args("forced hits");
+      const bool skip = a.forced.quota == ForcedQuota::skip_ratio;
+      for (std::size_t i = 0; i + 1 < f.size(); i += 2)
+        if (f[i] != (skip ? "--hit-rate" : "--skip-ratio")) add({f[i], f[i + 1]});
+    }
   }
   add(a.flags.args(a.backend == "cpu" ? "CPU engine" : "CUDA engine"));
   if (a.backend == "cuda") add({"--device", std::to_string(a.cuda.device)});
@@ -249,6 +283,12 @@ void run_profile(const ProfileArgs& a) {
                   "' must be cpu or cuda");
   MACTUNE_REQUIRE(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   MACTUNE_REQUIRE(a.context >= 1, "--context ", a.context, " must be >= 1");
+  check_flag_combinations(a);
+  // Every step appends a token: the KV grows to context + warmup + steps positions.
+  const double positions = double(a.context) + a.warmup + a.steps + 1;
+  MACTUNE_REQUIRE(positions <= kMaxContext, "--context ", a.context, " + --warmup ", a.warmup,
+                  " + --steps ", a.steps, " is ", format_real(positions), " positions; at most ",
+                  kMaxContext);
   // Before minutes of profiling.
   OutputPaths().output(a.trace, "trace", "--trace").check();
   if (a.nsys) {
@@ -269,13 +309,21 @@ void run_profile(const ProfileArgs& a) {
               << prof::shell_quote(a.nsys_output + ".nsys-rep") << " is nsys' own view)\n";
     return;
   }
+  // The loop makes every step's inputs up front (q, k, v of each request), and a record a step.
+  const double step_floats =
+      double(a.shape.batch) * (a.shape.q_heads + 2.0 * a.shape.kv_heads) * a.shape.head_dim;
+  require_host_memory(
+      (double(a.warmup) + a.steps) * (step_floats * 4 + 256),
+      "--steps " + std::to_string(a.steps) + " with --warmup " + std::to_string(a.warmup),
+      "every step's inputs, made before the loop");
   if (a.backend == "cpu") {
     // The CPU session holds the KV cache and ring in host memory: too large a shape is one
     // line here, not std::bad_alloc part way through allocating.
     require_host_memory(
-        session_bytes(a.shape, a.context, a.full ? nullptr : &a.mac),
+        session_bytes(a.shape, positions, a.full ? nullptr : &a.mac),
         "--batch " + std::to_string(a.shape.batch) + " with --context " + std::to_string(a.context),
-        "the KV cache and ring of every request");
+        "the KV cache and ring of every request, grown by " + std::to_string(a.warmup + a.steps) +
+            " steps");
 #if MACTUNE_PROFILE_CPU
     const DeviceFingerprint fp = cpu_fingerprint(a.cpu.threads);
     profile_session<cpu::Session>(
@@ -308,7 +356,8 @@ void add_profile(CLI::App& app) {
   cmd->add_option("--context", a->context, "tokens of KV per request before the first step")
       ->capture_default_str();
   cmd->add_flag("--full", a->full, "full attention (the baseline) instead of MAC");
-  cmd->add_option("--device", a->cuda.device, "CUDA device")->capture_default_str();
+  a->cuda_only["--device"] =
+      cmd->add_option("--device", a->cuda.device, "CUDA device")->capture_default_str();
   // Every field of the shape, the MAC settings, the forced hits and both engines' configs.
   a->flags.add(*cmd, a->shape, "shape", "shape");
   a->flags.add(*cmd, a->mac, "mac", "MAC");
@@ -320,8 +369,10 @@ void add_profile(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a->seed, "inputs and synthetic KV")->capture_default_str();
   cmd->add_option("--trace", a->trace, "write the Chrome trace JSON here");
-  cmd->add_flag("--no-cupti", a->no_cupti, "CUDA: record no device activity (e.g. under nsys)");
-  cmd->add_flag("--dram", a->dram, "CUDA: DRAM bytes of one step by CUPTI counters vs modeled");
+  a->cuda_only["--no-cupti"] =
+      cmd->add_flag("--no-cupti", a->no_cupti, "CUDA: record no device activity (e.g. under nsys)");
+  a->cuda_only["--dram"] =
+      cmd->add_flag("--dram", a->dram, "CUDA: DRAM bytes of one step by CUPTI counters vs modeled");
   cmd->add_flag("--nsys", a->nsys, "print the nsys command for this loop instead of running it");
   cmd->add_option("--nsys-output", a->nsys_output, "report name for --nsys")->capture_default_str();
   cmd->callback([a] { run_profile(*a); });

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/device.h"
@@ -50,7 +51,7 @@ void add_report(CLI::App& app) {
   cmd->add_option("--device", a->device,
                   "auto (this machine, or the only device), a fingerprint digest or a name glob");
   cmd->add_option("--tie-tolerance", a->tie_tolerance, "Configs this close to the best are tied")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(number_in(0.0, 0.99));
   cmd->add_option("--ties", a->ties,
                   "overlap: configs the intervals cannot tell apart are tied too; tolerance: only "
                   "the tolerance")

@@ -23,6 +23,7 @@
 #include <set>
 #include <sstream>
 
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "db/store.h"
 #include "kernels/error.h"
@@ -435,11 +436,11 @@ void add_slurm(CLI::App& app) {
                   "[type:]0 or 1 (default: 1 for a cuda spec, 0 for cpu)");
   cmd->add_option("--cpus-per-task", a->cpus_per_task,
                   "CPUs per task (default: Slurm's; a cpu spec takes the node, --exclusive)")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(1));
   cmd->add_option("--time,-t", a->time,
                   "Time limit per task (default: from the time caps or an earlier run)");
   cmd->add_option("--max-parallel", a->max_parallel, "Run at most this many tasks at once")
-      ->check(CLI::PositiveNumber);
+      ->check(number_in(1));
   cmd->add_option("--backend", a->backend, "cpu or cuda (default: the spec's device.backend)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--db", a->db, "Merged database (default: the spec's output.db)");

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "cli/exit_code.h"
@@ -21,6 +23,18 @@
 
 namespace {
 
+// "mactune db merge": the command words of the parsed command line.
+std::string command_words(const CLI::App& app) {
+  std::string cmd = "mactune";
+  for (const CLI::App* a = &app;;) {
+    const auto parsed = a->get_subcommands();
+    if (parsed.empty()) break;
+    a = parsed.front();
+    cmd += " " + a->get_name();
+  }
+  return cmd;
+}
+
 // CLI11's own message as one line: "The following argument was not expected: x" and friends
 // may hold newlines; the command that failed and where to look go after it.
 std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
@@ -29,14 +43,7 @@ std::string one_line(const CLI::App& app, const CLI::ParseError& e) {
     if (c == '\n') c = ' ';
   msg = mactune::detail::one_line(msg);
   while (!msg.empty() && msg.back() == ' ') msg.pop_back();
-  std::string cmd = "mactune";
-  for (const CLI::App* a = &app;;) {
-    const auto parsed = a->get_subcommands();
-    if (parsed.empty()) break;
-    a = parsed.front();
-    cmd += " " + a->get_name();
-  }
-  return msg + " (see '" + cmd + " --help')";
+  return msg + " (see '" + command_words(app) + " --help')";
 }
 
 // Whatever a command printed must have reached stdout: a full disk or a closed pipe behind it
@@ -72,6 +79,7 @@ int main(int argc, char** argv) {
   mactune::cli::harden_options(app);
   try {
     mactune::cli::check_command_names(app, argc, argv);
+    mactune::cli::check_list_values(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
@@ -81,7 +89,8 @@ int main(int argc, char** argv) {
     // What the command printed before it failed goes out first, then the one line.
     std::cout.flush();
     std::fflush(stdout);
-    return mactune::cli::report_exception(std::current_exception(), std::cerr);
+    return mactune::cli::report_exception(std::current_exception(), command_words(app),
+                                          std::cerr);
   }
   return flush_stdout(mactune::cli::command_exit_code());
 }

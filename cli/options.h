@@ -2,8 +2,11 @@
 // commands have added their options (so options a command generates, e.g. from field tables,
 // get them too), rather than option by option:
 //   - a real-valued option refuses NaN and +-inf (CLI::Range lets NaN through);
-//   - a text option (a path, a name, a choice) refuses the empty string: `--db ''` is a
-//     mistake, not a request for the default;
+//   - every option with a value refuses the empty string: `--db ''` or `--tau ''` is a
+//     mistake, not a request for the default (CLI11 would read '' as 0);
+//   - an integer option reads its value as specs do (4096, 64K, 1e6; decimal, so "010" is ten,
+//     not CLI11's octal eight) and refuses a fraction, a negative count for an unsigned one
+//     (`--seed -1`) and a value its type cannot hold;
 //   - every --help ends with the exit codes.
 // And the command words are checked before CLI11 parses: `mactune frobnicate` names the unknown
 // command instead of "A subcommand is required".
@@ -11,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <limits>
 #include <string>
 
 namespace mactune::cli {
@@ -22,8 +26,19 @@ extern const char* const exit_codes_text;
 // "1e999"). The message names the value; CLI11 prefixes the option's name.
 CLI::Validator finite_number();
 
+// A CLI11 validator refusing a number outside [lo, hi] (hi = +inf: "at least lo"), with the
+// bounds as written ("must be in [0, 0.99]", "must be at least 1"), never CLI11's Range text
+// (std::to_string of the largest double: 300 digits).
+CLI::Validator number_in(double lo, double hi = std::numeric_limits<double>::infinity());
+
 // Adds the rules above to `app`, its options and every subcommand, recursively.
 void harden_options(CLI::App& app);
+
+// Throws InputError for a list value with an empty item (`--K 256,,512`, `--tau 0.4,`: CLI11
+// drops the empty item without a word) and for a value given twice to one option (`--K
+// 256,256`, `--tau 0.5 --tau 0.50`: a list runs each value once), numbers compared as numbers.
+// Run on argv before CLI11 parses it.
+void check_list_values(const CLI::App& app, int argc, const char* const* argv);
 
 // Throws InputError when a word of argv that selects a command (`mactune X`, `mactune db X`)
 // names none, listing the commands there are.

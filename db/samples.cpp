@@ -2,6 +2,7 @@
 #include <charconv>
 
 #include "db/store.h"
+#include "kernels/one_line.h"
 
 namespace mactune::db {
 
@@ -17,7 +18,7 @@ std::string samples_text(std::span<const double> samples) {
 std::vector<double> parse_samples_text(std::string_view text) {
   std::vector<double> out;
   const auto bad = [&] {
-    input_error("measurements.samples_s: '", text.substr(0, 60),
+    input_error("measurements.samples_s: '", mactune::detail::clip(text, 60),
                 "' is not a JSON array of numbers");
   };
   std::size_t i = 0;

@@ -95,6 +95,8 @@ inline std::optional<double> parse_real(std::string_view s) {
   double v = 0;
   const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr != s.data() + s.size() || !std::isfinite(v)) return std::nullopt;
+  if (v == 0) return 0.0;  // -0 is 0: one value, one text ("0"), never two points
+  if (!std::isfinite(v * mult)) return std::nullopt;  // 1e308K
   return v * mult;
 }
 
@@ -230,7 +232,7 @@ struct Field {
       case FieldType::real: {
         const std::optional<double> n = number_of(v);
         if (!n) input_error("expected a number, got ", quoted(v));
-        const double x = *n;
+        const double x = *n == 0 ? 0.0 : *n;  // -0 (a JSON param, a column) is 0
         if (!std::isfinite(x) || !bounds.holds(x))
           input_error("value ", format_real(x), " is out of range (", name, " ",
                       bounds.requirement(), ")");

@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "kernels/error.h"
+#include "kernels/one_line.h"
 
 namespace mactune {
 
@@ -87,8 +88,8 @@ inline void require_name_fits(const std::string& path, std::string_view what) {
   const std::string_view base = base_name(path);
   MACTUNE_REQUIRE(base.size() <= NAME_MAX, "cannot write ", what, " '", path,
                   "': file name too long (", base.size(), " characters; at most ", NAME_MAX, ")");
-  MACTUNE_REQUIRE(path.size() < PATH_MAX, "cannot write ", what, " '", path.substr(0, 64),
-                  "...': path too long (", path.size(), " characters; at most ", PATH_MAX - 1, ")");
+  MACTUNE_REQUIRE(path.size() < PATH_MAX, "cannot write ", what, " '", clip(path, 64),
+                  "': path too long (", path.size(), " characters; at most ", PATH_MAX - 1, ")");
 }
 
 }  // namespace detail

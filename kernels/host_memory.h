@@ -3,9 +3,14 @@
 // option and the bytes, not std::bad_alloc.
 #pragma once
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -15,14 +20,33 @@
 
 namespace mactune {
 
-// Bytes the OS can still hand out (/proc/meminfo MemAvailable), 0 when unknown.
+// Address space this process may still map under `ulimit -v` (RLIMIT_AS), or +inf when
+// unlimited: a 200 MB limit fails an allocation the machine's free memory would allow.
+inline double address_space_left() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_AS, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+    return std::numeric_limits<double>::infinity();
+  std::ifstream statm("/proc/self/statm");
+  long long pages = 0;  // VmSize in pages
+  if (!(statm >> pages)) return std::numeric_limits<double>::infinity();
+  const double used = static_cast<double>(pages) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  return std::max(0.0, static_cast<double>(lim.rlim_cur) - used);
+}
+
+// Bytes the OS can still hand out (/proc/meminfo MemAvailable, and no more than the address
+// space left under RLIMIT_AS), 0 when unknown.
 inline double available_host_bytes() {
   std::ifstream in("/proc/meminfo");
   std::string key, unit;
   long long kib = 0;
+  double have = 0;
   while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return static_cast<double>(kib) * 1024;
-  return 0;
+    if (key == "MemAvailable:") {
+      have = static_cast<double>(kib) * 1024;
+      break;
+    }
+  if (have <= 0) return 0;
+  return std::min(have, address_space_left());
 }
 
 // The KV cache of `shape.batch` requests of `context` tokens (whole pages) and, with `mac`, the
@@ -41,8 +65,10 @@ inline std::string gib_text(double bytes) {
   char buf[64];
   if (bytes >= double(1ull << 40))
     std::snprintf(buf, sizeof buf, "%.1f TiB", bytes / double(1ull << 40));
-  else
+  else if (bytes >= double(1ull << 30))
     std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / double(1ull << 30));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / double(1ull << 20));
   return buf;
 }
 

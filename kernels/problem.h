@@ -212,6 +212,7 @@ inline std::string validate(const Problem& p) {
     e << "head_dim = " << p.head_dim << " must be even and in [2, 1024]";
   else if (p.page_size < 1)
     e << "page_size = " << p.page_size << " must be at least 1";
+  if (e.str().empty()) return range_error(p);  // the table's upper bounds (batch <= 65536, ...)
   return e.str();
 }
 

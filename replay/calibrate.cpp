@@ -13,10 +13,27 @@ std::vector<double> default_calibration_taus() {
   return {0.3, 0.45, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98};
 }
 
+namespace {
+
+// A value listed twice would be measured twice (and tie with itself on the Pareto front).
+template <class T>
+void require_distinct(const char* what, const std::vector<T>& values) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      MACTUNE_REQUIRE(!(values[i] == values[j]), what, " ", values[i],
+                      " is listed twice (each value is measured once)");
+}
+
+}  // namespace
+
 void CalibrationOptions::validate() const {
   MACTUNE_REQUIRE(
       !ring_capacities.empty() && !bands.empty() && !taus.empty() && !accept_eps.empty(),
       "calibrate needs at least one K, one r, one eps and one tau");
+  require_distinct("K", ring_capacities);
+  require_distinct("r", bands);
+  require_distinct("tau", taus);
+  require_distinct("accept_eps", accept_eps);
   MACTUNE_REQUIRE(max_err >= 0.0 && std::isfinite(max_err), "--max-err = ", max_err,
                   " must be a finite number >= 0");
   ErrorStats{}.get(metric);  // throws on an unknown metric
@@ -83,6 +100,7 @@ std::vector<LayerCalibration> calibrate(const std::vector<const DecodeTrace*>& t
                                         const CalibrationCallbacks& cb) {
   MACTUNE_REQUIRE(!traces.empty(), "calibrate needs at least one trace");
   opt.validate();
+  require_distinct_layers(layers);
   std::set<int> wanted(layers.begin(), layers.end());
   if (wanted.empty())
     for (const DecodeTrace* t : traces) wanted.insert(t->layers().begin(), t->layers().end());
@@ -90,6 +108,16 @@ std::vector<LayerCalibration> calibrate(const std::vector<const DecodeTrace*>& t
     bool found = false;
     for (const DecodeTrace* t : traces) found = found || t->has_layer(layer);
     MACTUNE_REQUIRE(found, "no trace holds layer ", layer);
+    // Errors pool over the traces: the layer needs one eligible step in one of them (a
+    // schedule from no data would otherwise be written).
+    int longest = 0;
+    std::string source;
+    for (const DecodeTrace* t : traces)
+      if (t->has_layer(layer) && t->steps(layer) > longest) {
+        longest = t->steps(layer);
+        source = t->source();
+      }
+    require_eligible_steps(longest, layer, opt.base.mac.min_context, source);
   }
   const std::vector<ReplaySettings> grid = opt.grid();
   std::vector<LayerCalibration> result;

@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "kernels/cpu/session.h"
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/error.h"
 #include "kernels/reference.h"
 #include "kernels/rope.h"
@@ -97,6 +99,7 @@ double rel_l2(const A* o, const B* x, int n) {
 }
 
 int worker_count(int threads, int work) {
+  cpu::check_worker_threads(threads);
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, std::min(threads > 0 ? threads : hw, work));
 }
@@ -107,6 +110,16 @@ ExactAttention exact_attention(const TraceLayer& L, double rope_theta, DType kv_
                                int threads) {
   const int T = L.steps, Hq = L.q_heads, Hkv = L.kv_heads, D = L.head_dim, G = Hq / Hkv;
   const std::size_t uD = static_cast<std::size_t>(D);
+  // f16 holds at most 65504: a larger K or V would be stored as inf, and every error NaN.
+  if (kv_dtype == DType::f16)
+    for (const auto* part : {&L.k_pre, &L.v})
+      for (std::size_t i = 0; i < part->size(); ++i)
+        if (std::fabs((*part)[i]) > 65504.0f) {
+          const std::size_t row = std::size_t(Hkv) * uD;
+          input_error("layer ", L.layer, ": ", part == &L.v ? "v" : "k_pre", " holds ", (*part)[i],
+                      " at [", i / row, ", ", i % row / uD, ", ", i % uD,
+                      "], beyond f16's range (65504) of --kv-dtype f16 (use f32 or bf16)");
+        }
   // Stored KV as a session holds it: RoPE in double, then rounded to the KV dtype.
   std::vector<ref::KvHead> kv(static_cast<std::size_t>(Hkv));
   std::vector<double> rot(uD);
@@ -137,8 +150,9 @@ ExactAttention exact_attention(const TraceLayer& L, double rope_theta, DType kv_
     }
   };
   const int n = worker_count(threads, T);
-  std::vector<std::thread> pool;
-  for (int w = 1; w < n; ++w) pool.emplace_back(work, w, n);
+  // Nothing to stop: a worker that started runs its rows and returns.
+  std::vector<std::thread> pool = cpu::start_threads(
+      n - 1, [&](int w) { work(w, n); }, [] {}, "threads", threads > 0 ? threads : n);
   work(0, n);
   for (std::thread& th : pool) th.join();
   if (L.has_o_ref()) {
@@ -279,7 +293,19 @@ LayerRun replay_layer(const TraceLayer& L, double rope_theta, const ExactAttenti
   return run;
 }
 
+void require_distinct_layers(const std::vector<int>& layers) {
+  std::set<int> seen;
+  for (int l : layers) MACTUNE_REQUIRE(seen.insert(l).second, "layer ", l, " is listed twice");
+}
+
+void require_eligible_steps(int steps, int layer, int min_context, const std::string& source) {
+  MACTUNE_REQUIRE(min_context < steps, source, ": layer ", layer, " has ", steps,
+                  " steps, none at or past --min-context ", min_context,
+                  ": no step would be measured (error over 0 pairs)");
+}
+
 void require_replayable(const DecodeTrace& trace, int layer, const ReplaySettings& st) {
+  cpu::check_worker_threads(st.threads);       // both engines' exact attention uses them
   if (st.engine == ReplayEngine::ref) return;  // the fp64 reference runs any valid shape
   cpu::SessionOptions opt;
   opt.shape = trace.problem(layer, st.kv_dtype);
@@ -294,8 +320,12 @@ void require_replayable(const DecodeTrace& trace, int layer, const ReplaySetting
 std::vector<ReplayPoint> replay_trace(const DecodeTrace& trace, const std::vector<int>& layers,
                                       const std::vector<ReplaySettings>& settings,
                                       const ReplayCallback& on_point) {
+  require_distinct_layers(layers);
   for (int layer : layers)
-    for (const ReplaySettings& st : settings) require_replayable(trace, layer, st);
+    for (const ReplaySettings& st : settings) {
+      require_replayable(trace, layer, st);
+      require_eligible_steps(trace.steps(layer), layer, st.mac.min_context, trace.source());
+    }
   std::vector<ReplayPoint> points;
   for (int layer : layers) {
     const TraceLayer L = trace.load_layer(layer);

@@ -117,6 +117,11 @@ LayerRun replay_layer(const TraceLayer& layer, double rope_theta, const ExactAtt
 // Throws InputError naming the trace file and layer when `settings` cannot replay that layer
 // (the CPU engine runs head_dim 64, 128 and 256 only): checked before any tensor is read.
 void require_replayable(const DecodeTrace& trace, int layer, const ReplaySettings& settings);
+// InputError when a layer is listed twice (it would be replayed twice).
+void require_distinct_layers(const std::vector<int>& layers);
+// InputError when no step of a layer of `steps` positions reaches min_context (its error would
+// be measured over no pair at all).
+void require_eligible_steps(int steps, int layer, int min_context, const std::string& source);
 
 // One trace, several layers, several settings: the driver behind `mactune replay`.
 struct ReplayPoint {

@@ -8,9 +8,12 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/file_io.h"
+#include "kernels/one_line.h"
+#include "kernels/yaml_strict.h"
 
 namespace mactune::replay {
 
@@ -122,12 +125,25 @@ LayerSchedule parse_layer_schedule(const std::string& text, const std::string& s
 
 static LayerSchedule parse_layer_schedule_checked(const std::string& text,
                                                   const std::string& source) {
+  // The spec reader's strictness (kernels/yaml_strict.h): no NUL, no quoted value left open,
+  // one document, no key twice in a mapping.
+  if (const auto p = yaml_strict::yaml_text_problem(text))
+    input_error(source, ":", p->line, ": not valid YAML: ", detail::one_line(p->what));
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1)
+      input_error(source, ":",
+                  yaml_strict::second_document_line(text) > 0
+                      ? yaml_strict::second_document_line(text)
+                      : docs[1].Mark().line + 1,
+                  ": a second YAML document (after '---'); a layer schedule is one document");
+    if (!docs.empty()) root = docs.front();
   } catch (const YAML::ParserException& e) {
     input_error(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg);
   }
+  if (const auto p = yaml_strict::duplicate_key(root))
+    input_error(source, ":", p->line, ": ", detail::one_line(p->what));
   const Reader rd{source};
   if (!root.IsMap()) input_error(source, ": a layer schedule must be a YAML mapping");
   rd.only_keys(root, {"format", "version", "calibration", "default", "layers"}, "the schedule");

@@ -180,10 +180,13 @@ TraceLayer DecodeTrace::load_layer(int layer) const {
     const std::string name = trace_tensor_name(layer, part);
     out = file_.read_f32(name);
     for (std::size_t i = 0; i < out.size(); ++i)
-      if (!std::isfinite(out[i])) {
+      if (!std::isfinite(out[i]) || std::fabs(out[i]) > kMaxTraceMagnitude) {
         const std::size_t per_row = std::size_t(heads) * t.head_dim;
         input_error(source(), ": tensor '", name, "' holds ", out[i], " at [", i / per_row, ", ",
-                    i % per_row / t.head_dim, ", ", i % t.head_dim, "]");
+                    i % per_row / t.head_dim, ", ", i % t.head_dim, "]",
+                    std::isfinite(out[i]) ? " (beyond the 2^56 a trace value may reach: squared "
+                                            "distances and scores in float32 would overflow)"
+                                          : "");
       }
   };
   load("q_pre", t.q_pre, t.q_heads);
@@ -191,6 +194,11 @@ TraceLayer DecodeTrace::load_layer(int layer) const {
   load("v", t.v, t.kv_heads);
   if (file_.has(trace_tensor_name(layer, "o_ref"))) load("o_ref", t.o_ref, t.q_heads);
   return t;
+}
+
+int DecodeTrace::steps(int layer) const {
+  require_layer(layer);
+  return static_cast<int>(file_.tensor(trace_tensor_name(layer, "q_pre")).shape[0]);
 }
 
 Problem DecodeTrace::problem(int layer, DType kv_dtype) const {

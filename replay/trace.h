@@ -17,6 +17,12 @@
 
 namespace mactune::replay {
 
+// The largest magnitude a trace value may have: 2^56 (7.2e16). The CPU engine works in float32
+// (largest 3.4e38 = 2^128): a squared distance sums D <= 1024 = 2^10 terms of (2 x)^2, a score
+// D products, so with |x| <= 2^56 every sum stays below 2^124. A value near 3e38 is finite but
+// would make NaN errors; real activations are many orders of magnitude below the bound.
+inline constexpr float kMaxTraceMagnitude = 72057594037927936.0f;  // 2^56
+
 // One layer's query stream, widened to float. Row t is decode position t.
 struct TraceLayer {
   int layer = 0;
@@ -56,6 +62,8 @@ class DecodeTrace {
   TraceLayer load_layer(int layer) const;
   // The decode problem of one layer (batch 1) with the given KV storage dtype.
   Problem problem(int layer, DType kv_dtype) const;
+  // Decode positions (steps) of one layer, from its header.
+  int steps(int layer) const;
 
  private:
   explicit DecodeTrace(Safetensors file) : file_(std::move(file)) {}

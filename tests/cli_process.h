@@ -45,6 +45,10 @@ struct CliOptions {
   // > 0: no file the child writes may grow past this (RLIMIT_FSIZE, SIGXFSZ ignored): its
   // writes fail as on a full disk. The captured stdout and stderr count too.
   long long file_size_limit = 0;
+  // > 0: the child's address space (RLIMIT_AS, `ulimit -v`) and stack size (RLIMIT_STACK,
+  // `ulimit -s`: glibc's default size of every thread's stack), in bytes.
+  long long address_space_limit = 0;
+  long long stack_limit = 0;
   // Stdin of the child (default /dev/null: a command that reads it does not wait on the test).
   std::string stdin_path = "/dev/null";
   // Stdout of the child instead of the captured file (e.g. /dev/full); `out` is then empty.
@@ -76,6 +80,15 @@ CliResult run_mactune(const Dir& dir, std::vector<std::string> args, const CliOp
                        static_cast<rlim_t>(o.file_size_limit)};
       if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(123);
       if (!o.sigxfsz_default) signal(SIGXFSZ, SIG_IGN);  // stays ignored across exec
+    }
+    if (o.stack_limit > 0) {
+      const rlimit lim{static_cast<rlim_t>(o.stack_limit), static_cast<rlim_t>(o.stack_limit)};
+      if (setrlimit(RLIMIT_STACK, &lim) != 0) _exit(124);
+    }
+    if (o.address_space_limit > 0) {
+      const rlimit lim{static_cast<rlim_t>(o.address_space_limit),
+                       static_cast<rlim_t>(o.address_space_limit)};
+      if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(125);
     }
     if (o.unprivileged && geteuid() == 0 &&
         (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))

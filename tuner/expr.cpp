@@ -68,7 +68,7 @@ class Parser {
   NodeP parse_all() {
     NodeP n = parse_or();
     skip_space();
-    if (pos_ != s_.size()) fail("unexpected '", s_.substr(pos_, 1), "'");
+    if (pos_ != s_.size()) fail("unexpected '", detail::char_at(s_, pos_), "'");
     return n;
   }
   std::set<std::string> used;
@@ -217,7 +217,7 @@ class Parser {
       n->name = word;
       return n;
     }
-    fail("unexpected '", s_.substr(pos_, 1), "'");
+    fail("unexpected '", detail::char_at(s_, pos_), "'");
   }
   NodeP parse_call(const std::string& fn) {
     std::vector<NodeP> args{parse_or()};

@@ -1,8 +1,10 @@
 #include "tuner/grid.h"
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 
+#include "kernels/cpu/thread_pool.h"
 #include "kernels/error.h"
 #include "kernels/one_line.h"
 #include "tuner/axes.h"
@@ -181,6 +183,33 @@ std::vector<TunePoint> expand_grid(const Spec& spec, std::vector<std::string>* u
     }
     const std::string mac_why = validate(p.mac);
     if (!mac_why.empty()) input_error(spec.file, ':', spec.axis("K").line, ": mac: ", mac_why);
+    // The machine's bound on worker threads (kernels/cpu/thread_pool.h), before any point runs.
+    if (p.backend == "cpu") {
+      try {
+        cpu::check_worker_threads(p.cpu.threads);
+      } catch (const InputError& e) {
+        input_error(spec.file, ':', std::max(spec.axis("threads").line, 1), ": kernels.cpu.",
+                    e.what());
+      }
+    }
+    // A hit at step m reuses the ring entry of a position p in [m - K, m) whose summary is not
+    // empty: p >= r (DESIGN.md section 1). At m = context <= r there is no such p, so every
+    // step misses, and a point would be stored as hit rate h measured with no hit at all.
+    if (p.context <= p.mac.band)
+      input_error(spec.file, ':', std::max(spec.axis("context").line, 1),
+                  ": workload.context: context ", p.context, " with r = ", p.mac.band,
+                  ": no step can hit (a hit reuses a position p >= r before m = context); keep "
+                  "such points out with the constraint 'r < context'");
+    // Below min_context every step is a plain miss (DESIGN.md section 1): forced hits there
+    // would be stored as a hit rate no step had.
+    const bool hits_asked =
+        p.forced.quota == ForcedQuota::skip_ratio ? p.forced.skip_ratio > 0 : p.forced.hit_rate > 0;
+    if (hits_asked && p.context < p.mac.min_context)
+      input_error(spec.file, ':', std::max(spec.axis("min_context").line, 1),
+                  ": mac.min_context: context ", p.context,
+                  " is below min_context = ", p.mac.min_context,
+                  ": its steps are all misses, but the point asks for hits; keep such points out "
+                  "with the constraint 'context >= min_context'");
   }
   return points;
 }

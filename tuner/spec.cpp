@@ -399,6 +399,12 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
             return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
           });
       if (!ok) rd.fail(e.value, "name", "use letters, digits, '-', '_' and '.' only");
+      // The name is one path component of every default output (results/NAME.db, slurm/NAME):
+      // ".", ".." or a hidden name would write elsewhere, or out of sight.
+      if (spec.name.front() == '.')
+        rd.fail(e.value, "name", "'", spec.name,
+                "' starts with '.': the name is a file name of its own (results/NAME.db)");
+
       have_name = true;
     } else if (e.key == "description") {
       spec.description = rd.scalar(e.value, "description");

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernels/error.h"
 #include "kernels/one_line.h"
+#include "kernels/yaml_strict.h"
 
 namespace mactune::tuner {
 namespace {
@@ -65,8 +67,20 @@ YAML::Node load_spec_yaml(std::string_view text, const std::string& file) {
   if (const auto [depth, line] = nesting_depth(text); depth > max_spec_depth)
     spec_error(file, ':', line, ": syntax: nested more than ", max_spec_depth,
                " levels deep; a spec nests a few levels (docs/spec.md)");
+  if (const auto p = yaml_strict::yaml_text_problem(text))
+    spec_error(file, ':', p->line, ": syntax: ", p->what);
   try {
-    return YAML::Load(std::string(text));
+    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
+    if (docs.size() > 1)
+      spec_error(file, ':',
+                 yaml_strict::second_document_line(text) > 0
+                     ? yaml_strict::second_document_line(text)
+                     : docs[1].Mark().line + 1,
+                 ": syntax: a second YAML document (after '---'); a spec is one document");
+    YAML::Node root = docs.empty() ? YAML::Node() : docs.front();
+    if (const auto p = yaml_strict::duplicate_key(root))
+      spec_error(file, ':', p->line, ": ", p->what);
+    return root;
   } catch (const YAML::Exception& e) {
     const int line = e.mark.line + 1;
     // yaml-cpp refuses a plain key over 1024 characters as "illegal map value".

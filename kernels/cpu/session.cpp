@@ -50,6 +50,11 @@ std::string validate(const SessionOptions& opt) {
     e << "forced lag parameters (" << opt.forced.lag.a << ", " << opt.forced.lag.b
       << ") must be finite";
   if (!e.str().empty()) return e.str();
+  try {
+    check_worker_threads(opt.engine.threads);  // the machine's bound, beside the table's
+  } catch (const InputError& err) {
+    return err.what();
+  }
   if (opt.mac_enabled) {
     why = validate(opt.mac);
     if (!why.empty()) return why;
@@ -87,7 +92,12 @@ void Session::Impl::configure_engine() {
                                           : static_cast<int>(std::thread::hardware_concurrency());
   if (!pool || pool->size() != std::max(want, 1)) {
     pool.reset();  // joins the old workers first
-    pool.emplace(opt.engine.threads);
+    try {
+      pool.emplace(opt.engine.threads);
+    } catch (...) {
+      pool.emplace(1);  // the caller alone (starts no thread): the session stays usable
+      throw;
+    }
   }
   const auto T = static_cast<std::size_t>(pool->size());
   d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));

@@ -1,6 +1,8 @@
 #include "kernels/cpu/thread_pool.h"
 
+#include <algorithm>
 #include <chrono>
+#include <exception>
 
 #include "kernels/error.h"
 
@@ -31,11 +33,49 @@ constexpr int next_of(std::uint64_t c) {
 
 }  // namespace
 
+int max_worker_threads() {
+  return std::max(64, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+void check_worker_threads(int threads, std::string_view knob) {
+  if (threads < 0) input_error(knob, " = ", threads, " must be at least 0 (0: all logical CPUs)");
+  const int cap = max_worker_threads();
+  if (threads > cap)
+    input_error(knob, " = ", threads, ": at most ", cap, " worker threads (4 x this machine's ",
+                std::thread::hardware_concurrency(),
+                " logical CPUs, and at least 64; more only time-slice the same cores)");
+}
+
+std::vector<std::thread> start_threads(int count, const std::function<void(int)>& body,
+                                       const std::function<void()>& stop, std::string_view knob,
+                                       int asked) {
+  std::vector<std::thread> started;
+  started.reserve(static_cast<std::size_t>(std::max(count, 0)));
+  try {
+    for (int w = 1; w <= count; ++w) started.emplace_back(body, w);
+  } catch (const std::exception& e) {  // std::system_error (EAGAIN), or std::bad_alloc
+    const std::size_t ok = started.size();
+    stop();
+    for (std::thread& t : started) t.join();
+    input_error(knob, " = ", asked, ": could start only ", ok + 1, " of ", count + 1,
+                " worker threads (", e.what(),
+                "; a thread reserves its stack in the address space: ask for fewer, or raise "
+                "ulimit -v / ulimit -u)");
+  }
+  return started;
+}
+
 ThreadPool::ThreadPool(int threads) {
+  check_worker_threads(threads);
   size_ = threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency());
-  if (size_ < 1) size_ = 1;
-  threads_.reserve(static_cast<std::size_t>(size_ - 1));
-  for (int w = 1; w < size_; ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+  size_ = std::clamp(size_, 1, max_worker_threads());
+  threads_ = start_threads(
+      size_ - 1, [this](int w) { worker_loop(w); },
+      [this] {
+        stop_.store(true, std::memory_order_release);
+        wake();
+      },
+      "threads", threads > 0 ? threads : size_);
 }
 
 ThreadPool::~ThreadPool() {

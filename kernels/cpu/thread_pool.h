@@ -16,15 +16,40 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 namespace mactune::cpu {
 
+// The most worker threads one pool (or one replay's exact attention) may start: 4 x the
+// logical CPUs, and at least 64. More threads than cores only time-slice the same cores (the
+// pool's tasks are compute-bound), so beyond a few times the cores a count is a typo or a
+// hostile input; each thread also reserves a stack (8 MiB of address space by default), so
+// `threads: 1024` is 8 GiB of address space before any work. 64 keeps tests of
+// oversubscription possible on small machines.
+int max_worker_threads();
+
+// InputError "threads = N: ..." when N is above max_worker_threads() or negative. `knob` names
+// where the count came from (a flag, a spec key), as the message's first word.
+void check_worker_threads(int threads, std::string_view knob = "threads");
+
+// Starts `count` threads running body(i) for i in [1, count] (the caller is worker 0 and runs
+// nothing here). When the system refuses a thread (std::system_error: no memory for its stack,
+// a process or thread limit), calls `stop` so that the started ones return, joins them, and
+// throws InputError naming the knob, how many were asked for and how many could start: never
+// a std::terminate from a joinable std::thread, never a wait on a worker that does not exist.
+std::vector<std::thread> start_threads(int count, const std::function<void(int)>& body,
+                                       const std::function<void()>& stop, std::string_view knob,
+                                       int asked);
+
 class ThreadPool {
  public:
-  // threads: total workers including the caller; 0 = all logical CPUs.
+  // threads: total workers including the caller; 0 = all logical CPUs. InputError when the
+  // count is above max_worker_threads(), or when the system cannot start them all (the ones
+  // started are joined first).
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

@@ -75,10 +75,13 @@ void bind_cuda(nb::module_& m) {
     bind_session_api(c, nb::device::cpu::value);
     c.def(
         "step",
-        [](cuda::Session& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
-           const AnyArray& v, nb::handle out, bool advance, std::uintptr_t stream) {
+        [](cuda::Session& s, nb::handle requests, nb::handle q_arg, nb::handle k_arg,
+           nb::handle v_arg, nb::handle out, bool advance, std::uintptr_t stream) {
+          const AnyArray q = array_arg(q_arg, "q"), k = array_arg(k_arg, "k"),
+                         v = array_arg(v_arg, "v");
           if (q.device_type() != nb::device::cuda::value)
-            return host_step(s, requests, q, k, v, out, advance, nb::device::cpu::value);
+            return host_step(s, requests, q_arg, k_arg, v_arg, out, advance,
+                             nb::device::cpu::value);
           // Device arrays: all on the session's GPU, the outputs into `out` (required).
           const Problem& p = s.options().shape;
           const int dev = s.options().engine.device;

@@ -17,14 +17,42 @@ using dispatch::FullChoice;
 using dispatch::LoadOptions;
 using dispatch::MacChoice;
 
-// A refusal goes to `warn` (a Python callable) when given, else to stderr as in C++.
-LoadOptions load_options(bool check_device, const std::optional<DeviceFingerprint>& device,
-                         nb::object warn) {
-  LoadOptions o;
-  o.check_device = check_device;
-  if (device) o.device = *device;
-  if (!warn.is_none()) o.warn = [warn](std::string_view line) { warn(std::string(line)); };
-  return o;
+// A refusal goes to `warn` (a Python callable) when given, else to stderr as in C++. A table
+// is refused only while it loads, so the callable is held only for the load (`Loading`): a
+// Dispatcher that kept it (inside its C++ options, where Python's collector cannot see) would
+// keep alive whatever the callable holds, itself included (`warn=lambda l: log(d, l)`), and
+// nanobind would report the instance leaked at exit.
+struct Loading {
+  std::shared_ptr<nb::object> warn = std::make_shared<nb::object>();
+  LoadOptions options;
+  ~Loading() { *warn = nb::object(); }  // with the GIL: every caller below holds it
+};
+
+void load_options(Loading& l, bool check_device, const std::optional<DeviceFingerprint>& device,
+                  nb::object warn) {
+  l.options.check_device = check_device;
+  if (device) l.options.device = *device;
+  if (!warn.is_none()) {
+    if (!PyCallable_Check(warn.ptr()))
+      input_error("warn: expected a callable taking one line (str), got ",
+                  nb::cast<std::string>(nb::str(warn.type().attr("__name__"))));
+    *l.warn = std::move(warn);
+    l.options.warn = [held = std::weak_ptr<nb::object>(l.warn)](std::string_view line) {
+      if (const auto w = held.lock(); w && w->is_valid()) (*w)(std::string(line));
+    };
+  }
+}
+
+// Dispatcher::select's arguments checked where they enter from Python: the C++ function is
+// pure and total (a NaN hit rate means "unknown": full attention), but from a caller a NaN,
+// a rate outside [0, 1], a negative context or an invalid shape is a bug to name.
+void check_select(const Problem& p, std::int64_t context, double hit_rate) {
+  if (const std::string why = validate(p); !why.empty()) input_error("problem: ", why);
+  if (context < 1 || context > kMaxContext)
+    input_error("context: ", context, " must be in [1, ", kMaxContext,
+                "] (KV tokens per request, the current one included)");
+  if (!(hit_rate >= 0.0 && hit_rate <= 1.0))
+    input_error("expected_hit_rate: ", hit_rate, " must be in [0, 1]");
 }
 
 nb::object json_to_python(const std::string& text) {
@@ -87,11 +115,15 @@ void bind_dispatch(nb::module_& m) {
       "the built-in fallback; nothing raises for a bad table.")
       .def(
           "__init__",
-          [](Dispatcher* self, std::optional<std::filesystem::path> path, bool check_device,
+          [](Dispatcher* self, nb::handle path, bool check_device,
              std::optional<DeviceFingerprint> device, nb::object warn) {
-            LoadOptions o = load_options(check_device, device, warn);
-            new (self)
-                Dispatcher(path ? Dispatcher::load(*path, std::move(o)) : Dispatcher(std::move(o)));
+            Loading l;
+            load_options(l, check_device, device, std::move(warn));
+            LoadOptions o = l.options;
+            if (path.is_none())
+              new (self) Dispatcher(std::move(o));
+            else
+              new (self) Dispatcher(Dispatcher::load(fspath(path), std::move(o)));
           },
           nb::arg("path").none() = nb::none(), nb::kw_only(), nb::arg("check_device") = true,
           nb::arg("device").none() = nb::none(), nb::arg("warn").none() = nb::none(),
@@ -103,15 +135,22 @@ void bind_dispatch(nb::module_& m) {
           "from_text",
           [](const std::string& text, const std::string& origin, bool check_device,
              std::optional<DeviceFingerprint> device, nb::object warn) {
-            return Dispatcher::from_text(text, origin, load_options(check_device, device, warn));
+            Loading l;
+            load_options(l, check_device, device, std::move(warn));
+            return Dispatcher::from_text(text, origin, l.options);
           },
           nb::arg("text"), nb::arg("origin") = "<text>", nb::kw_only(),
           nb::arg("check_device") = true, nb::arg("device").none() = nb::none(),
           nb::arg("warn").none() = nb::none(), "The same over JSON text.")
-      .def("select", &Dispatcher::select, nb::arg("problem"), nb::arg("context"),
-           nb::arg("expected_hit_rate"),
-           "The choice for `problem` at `context` KV tokens per request (a mixed batch: the "
-           "mean) and the per-head hit rate the engine expects: a pure function of the table.")
+      .def(
+          "select",
+          [](const Dispatcher& d, const Problem& p, std::int64_t context, double hit_rate) {
+            check_select(p, context, hit_rate);
+            return d.select(p, context, hit_rate);
+          },
+          nb::arg("problem"), nb::arg("context"), nb::arg("expected_hit_rate"),
+          "The choice for `problem` at `context` KV tokens per request (a mixed batch: the "
+          "mean) and the per-head hit rate the engine expects: a pure function of the table.")
       .def_prop_ro("refusal", &Dispatcher::refusal, "'' unless a table was refused: its line")
       .def_prop_ro("backend", &Dispatcher::backend, "the device's backend ('cpu' or 'cuda')")
       .def_prop_ro(

@@ -15,14 +15,27 @@ using replay::DecodeTrace;
 using replay::ReplaySettings;
 
 // A scalar or a sequence of them, as a list (the CLI's comma lists).
+// A value listed twice is refused (it would be measured twice).
 template <class T>
 std::vector<T> as_list(nb::handle h, const char* what) {
   T one;
   if (nb::try_cast(h, one)) return {one};
   std::vector<T> many;
-  if (nb::try_cast(h, many) && !many.empty()) return many;
-  input_error(what, ": expected a number or a non-empty list of numbers, got ",
-              nb::cast<std::string>(nb::repr(h)));
+  if (!nb::try_cast(h, many) || many.empty())
+    input_error(what, ": expected a number or a non-empty list of numbers, got ",
+                nb::cast<std::string>(nb::repr(h)));
+  for (std::size_t i = 0; i < many.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (many[i] == many[j])
+        input_error(what, ": ", many[i], " is listed twice (each value is measured once)");
+  return many;
+}
+
+// `layers`: None (every layer) or a non-empty list; [] is a mistake, not "all".
+std::optional<std::vector<int>> layer_list(const std::optional<std::vector<int>>& layers) {
+  if (layers && layers->empty())
+    input_error("layers: an empty list (None replays every layer of the trace)");
+  return layers;
 }
 
 nb::object parse_json(const std::string& text) {
@@ -46,10 +59,6 @@ ReplaySettings base_settings(const std::string& pick, int min_context,
   return s;
 }
 
-std::string fspath(nb::handle p) {
-  return nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(p));
-}
-
 }  // namespace
 
 void bind_replay(nb::module_& m) {
@@ -60,7 +69,7 @@ void bind_replay(nb::module_& m) {
          const std::string& rectify, double accept_eps, const std::string& kv_dtype,
          const std::string& engine, int threads, bool baseline, std::optional<double> rope_theta) {
         const DecodeTrace trace = DecodeTrace::open(fspath(trace_path), rope_theta);
-        const std::vector<int> ls = layers ? *layers : trace.layers();
+        const std::vector<int> ls = layer_list(layers) ? *layers : trace.layers();
         for (int l : ls) trace.require_layer(l);
         const ReplaySettings base = base_settings(pick, min_context, summary_dtype, rectify,
                                                   kv_dtype, engine, threads, baseline);
@@ -104,7 +113,8 @@ void bind_replay(nb::module_& m) {
          const std::string& kv_dtype, const std::string& engine, int threads,
          std::optional<double> rope_theta, nb::handle output) {
         std::vector<std::string> paths;
-        if (nb::isinstance<nb::str>(traces) || nb::hasattr(traces, "__fspath__"))
+        if (nb::isinstance<nb::str>(traces) || nb::isinstance<nb::bytes>(traces) ||
+            nb::hasattr(traces, "__fspath__"))
           paths.push_back(fspath(traces));
         else
           for (nb::handle t : traces) paths.push_back(fspath(t));
@@ -135,7 +145,7 @@ void bind_replay(nb::module_& m) {
         std::vector<replay::LayerCalibration> result;
         {
           nb::gil_scoped_release unlocked;
-          result = replay::calibrate(ptrs, layers ? *layers : std::vector<int>{}, opt);
+          result = replay::calibrate(ptrs, layer_list(layers) ? *layers : std::vector<int>{}, opt);
         }
         const replay::LayerSchedule schedule = replay::calibration_schedule(result, opt, ptrs);
         const std::string comment =

@@ -8,10 +8,6 @@
 namespace mactune::py {
 namespace {
 
-std::string fspath(nb::handle p) {
-  return nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(p));
-}
-
 nb::dict schedule_dict(const replay::LayerSchedule& s) {
   nb::dict d;
   d["layers"] = nb::cast(s.layers);

@@ -1,5 +1,7 @@
 // The core value types (kernels/problem.h, forced.h, stats.h, device.h, instance.h) and the
 // array checks every binding uses.
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "kernels/device.h"
@@ -79,6 +81,33 @@ void check_f32(const AnyArray& a, const char* what, std::initializer_list<std::i
     input_error(what, ": expected shape ", shape_text(shape), " ", dims, ", got ", shape_text(a));
   if (!c_contiguous(a))
     input_error(what, ": the array must be C-contiguous (np.ascontiguousarray / .contiguous())");
+}
+
+AnyArray array_arg(nb::handle h, const char* what) {
+  AnyArray a;
+  if (nb::try_cast(h, a)) return a;
+  input_error(what, ": expected a float32 array (numpy, or a torch CPU tensor), got ",
+              nb::cast<std::string>(nb::str(h.type().attr("__name__"))),
+              nb::isinstance<nb::list>(h) || nb::isinstance<nb::tuple>(h)
+                  ? " (convert once: numpy.asarray(x, dtype=numpy.float32); mactune never copies "
+                    "silently)"
+                  : "");
+}
+
+void check_finite(const AnyArray& a, const char* what) {
+  if (a.device_type() != nb::device::cpu::value) return;  // a device buffer: not readable here
+  const std::span<const float> x = f32_span(a);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (std::isfinite(x[i])) continue;
+    std::ostringstream at;
+    std::size_t rest = i, stride = x.size();
+    for (std::size_t d = 0; d < a.ndim(); ++d) {
+      stride /= std::max<std::size_t>(a.shape(d), 1);
+      at << (d ? ", " : "") << rest / std::max<std::size_t>(stride, 1);
+      rest %= std::max<std::size_t>(stride, 1);
+    }
+    input_error(what, ": ", x[i], " at [", at.str(), "]: inputs must be finite");
+  }
 }
 
 void bind_types(nb::module_& m) {

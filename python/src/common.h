@@ -49,6 +49,15 @@ std::string shape_text(std::initializer_list<std::int64_t> shape);
 void check_f32(const AnyArray& a, const char* what, std::initializer_list<std::int64_t> shape,
                const char* dims, int device_type = nb::device::cpu::value);
 
+// An array argument taken as a Python object, so that anything else (a list, a tuple, None)
+// is one line naming the argument, not nanobind's multi-line overload listing. A list is not
+// converted: mactune never copies an input silently (numpy.asarray(x, numpy.float32) does).
+AnyArray array_arg(nb::handle h, const char* what);
+
+// InputError naming the argument and the [i, j, k] index of the first NaN or inf of `a`
+// (a query, key or value of a step: a NaN would come back as zeros or NaN outputs).
+void check_finite(const AnyArray& a, const char* what);
+
 inline std::span<const float> f32_span(const AnyArray& a) {
   return {static_cast<const float*>(a.data()), a.size()};
 }
@@ -57,6 +66,12 @@ inline std::span<float> f32_span(const AnyArrayMut& a) {
 }
 inline AnyArray read_only(const AnyArrayMut& a) {
   return AnyArray(a);
+}
+
+// ---- Paths in: str, bytes or os.PathLike (os.fsdecode decodes bytes as the file system
+// does); anything else is Python's own one-line TypeError.
+inline std::string fspath(nb::handle p) {
+  return nb::cast<std::string>(nb::module_::import_("os").attr("fsdecode")(p));
 }
 
 // ---- Arrays out: a fresh numpy array owning a heap buffer (no copy on the way to Python).

@@ -54,8 +54,9 @@ inline bool parse_requests(nb::handle requests, std::vector<int>& ids) {
 
 // One step of `requests` on host arrays (see the docstring of Session.step below).
 template <DecodeSession S>
-StepResult host_step(S& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
-                     const AnyArray& v, nb::handle out, bool advance, int device_type) {
+StepResult host_step(S& s, nb::handle requests, nb::handle q_arg, nb::handle k_arg,
+                     nb::handle v_arg, nb::handle out, bool advance, int device_type) {
+  const AnyArray q = array_arg(q_arg, "q"), k = array_arg(k_arg, "k"), v = array_arg(v_arg, "v");
   const Problem& p = s.options().shape;
   std::vector<int> ids;
   const bool single = parse_requests(requests, ids);
@@ -71,6 +72,9 @@ StepResult host_step(S& s, nb::handle requests, const AnyArray& q, const AnyArra
     check_f32(k, "k", {n, Hk, D}, "(requests, kv_heads, head_dim)", device_type);
     check_f32(v, "v", {n, Hk, D}, "(requests, kv_heads, head_dim)", device_type);
   }
+  check_finite(q, "q");
+  check_finite(k, "k");
+  check_finite(v, "v");
   StepResult r;
   std::span<float> dst;
   if (out.is_none()) {
@@ -137,8 +141,8 @@ void bind_session_api(nb::class_<S>& c, int device_type) {
   if constexpr (!kDeviceStep<S>) {
     c.def(
         "step",
-        [device_type](S& s, nb::handle requests, const AnyArray& q, const AnyArray& k,
-                      const AnyArray& v, nb::handle out, bool advance) {
+        [device_type](S& s, nb::handle requests, nb::handle q, nb::handle k, nb::handle v,
+                      nb::handle out, bool advance) {
           return host_step(s, requests, q, k, v, out, advance, device_type);
         },
         nb::arg("requests"), nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::kw_only(),
@@ -147,14 +151,19 @@ void bind_session_api(nb::class_<S>& c, int device_type) {
 
   c.def(
       "prefill",
-      [device_type](S& s, int id, const AnyArray& q, const AnyArray& k, const AnyArray& v,
+      [device_type](S& s, int id, nb::handle q_arg, nb::handle k_arg, nb::handle v_arg,
                     nb::handle out) {
+        const AnyArray q = array_arg(q_arg, "q"), k = array_arg(k_arg, "k"),
+                       v = array_arg(v_arg, "v");
         const Problem& p = s.options().shape;
         const std::int64_t H = p.q_heads, Hk = p.kv_heads, D = p.head_dim;
         check_f32(q, "q", {kAnyExtent, H, D}, "(positions, q_heads, head_dim)", device_type);
         const auto T = static_cast<std::int64_t>(q.shape(0));
         check_f32(k, "k", {T, Hk, D}, "(positions, kv_heads, head_dim)", device_type);
         check_f32(v, "v", {T, Hk, D}, "(positions, kv_heads, head_dim)", device_type);
+        check_finite(q, "q");
+        check_finite(k, "k");
+        check_finite(v, "v");
         StepResult r;
         std::span<float> dst;
         const std::size_t count = std::size_t(T * H * D);

@@ -19,7 +19,7 @@ std::pair<int, std::string> exit_of(Throw&& thrower) {
   try {
     thrower();
   } catch (...) {
-    return {report_exception(std::current_exception(), err), err.str()};
+    return {report_exception(std::current_exception(), "mactune predict", err), err.str()};
   }
   ADD_FAILURE() << "nothing was thrown";
   return {0, ""};
@@ -44,6 +44,14 @@ TEST(ExitCode, BrokenInvariantExits1WithItsSite) {
   EXPECT_NE(line.find("test_exit_code.cpp:"), std::string::npos) << line;
   EXPECT_NE(line.find("`2 < 1`"), std::string::npos) << line;
   EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line: " << line;
+}
+
+TEST(ExitCode, AnAllocationNoCheckForesawIsAResourceError) {
+  auto [code, line] = exit_of([] { throw std::bad_alloc(); });
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(line.rfind("mactune: error: out of memory while running 'mactune predict'", 0), 0u)
+      << line;
+  EXPECT_EQ(exit_of([] { throw std::length_error("vector::reserve"); }).first, 2);
 }
 
 TEST(ExitCode, ForeignExceptionsAreInternal) {

@@ -102,5 +102,39 @@ TEST(ProfileCli, SigtermStopsAtOnceWithTheSignalsStatus) {
   }
 }
 
+// ---- Flags that cannot apply are refused, not ignored (issue 30).
+
+void expect_refused(const test_cli::CliResult& r, const std::string& part) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_NE(r.err.find(part), std::string::npos) << part << " in " << r.err;
+}
+
+TEST(ProfileCli, CudaOnlyFlagsOnTheCpuAreRefused) {
+  expect_refused(profile({"--backend", "cpu", "--dram", "--steps", "1"}),
+                 "--dram applies to --backend cuda only");
+  expect_refused(profile({"--backend", "cpu", "--no-cupti", "--steps", "1"}),
+                 "--no-cupti applies to --backend cuda only");
+  expect_refused(profile({"--backend", "cpu", "--min-chunk", "64", "--steps", "1"}),
+                 "a CUDA engine flag is given with --backend cpu");
+}
+
+TEST(ProfileCli, SkipRatioNeedsItsQuota) {
+  expect_refused(profile({"--skip-ratio", "0.9", "--steps", "1"}), "--skip-ratio needs --quota");
+  expect_refused(profile({"--quota", "skip-ratio", "--hit-rate", "0.5", "--steps", "1"}),
+                 "--hit-rate with --quota skip-ratio");
+}
+
+TEST(ProfileCli, ForcedHitsWithFullAreRefused) {
+  expect_refused(profile({"--full", "--hit-rate", "0.5", "--steps", "1"}),
+                 "--full runs plain attention");
+}
+
+TEST(ProfileCli, SeedAndStepsAreChecked) {
+  expect_refused(profile({"--seed", "-1"}), "--seed");
+  expect_refused(profile({"--steps", "1e9"}), "--steps 1000000000");
+  expect_refused(profile({"--steps", "2.5"}), "not an integer");
+}
+
 }  // namespace
 }  // namespace mactune

@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -43,6 +44,19 @@ class ReplayCli : public ::testing::Test {
     const std::string out = path("stdout.txt"), err = path("stderr.txt");
     const std::string cmd =
         std::string("'") + MACTUNE_CLI + "' " + args + " >'" + out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    CliRun r;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // The same under shell limits (`ulimit -s ... && ulimit -v ...`), in a subshell.
+  CliRun mactune_limited(const std::string& limits, const std::string& args) const {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const std::string cmd = "(" + limits + " && exec '" + MACTUNE_CLI + "' " + args + ") >'" + out +
+                            "' 2>'" + err + "'";
     const int status = std::system(cmd.c_str());
     CliRun r;
     r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -195,6 +209,91 @@ TEST_F(ReplayCli, CalibrateWritesALoadableSchedule) {
   EXPECT_EQ(s.for_layer(3).ring_capacity, 16);
   const CliRun missing = mactune("calibrate --trace '" + path("t.safetensors") + "' -o x.yaml");
   EXPECT_EQ(missing.rc, 2);  // --max-err is required
+}
+
+// ---- Values (issue 30): thread counts, trace values, eligibility, lists.
+
+// The trace's first query value set to `x` (a float the file holds exactly).
+std::vector<std::byte> trace_with_value(float x, const char* tensor = "layer3.q_pre") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  auto values = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& y : v) y = d(rng);
+    return v;
+  };
+  std::vector<TensorToWrite> t = {{"layer3.q_pre", {48, 4, 16}, values(48 * 64)},
+                                  {"layer3.k_pre", {48, 2, 16}, values(48 * 32)},
+                                  {"layer3.v", {48, 2, 16}, values(48 * 32)}};
+  for (auto& one : t)
+    if (one.name == tensor) one.values[5] = x;
+  return write_safetensors(t, {{"rope_theta", "10000"}});
+}
+
+void expect_one_line(const CliRun& r, std::initializer_list<const char*> parts) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const char* p : parts) EXPECT_NE(r.err.find(p), std::string::npos) << p << " in " << r.err;
+}
+
+TEST_F(ReplayCli, ThreadsAboveTheMachineBoundAreRefused) {
+  write("t.safetensors", small_trace());
+  expect_one_line(
+      mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --threads 600"),
+      {"threads = 600: at most"});
+  expect_one_line(mactune("calibrate --engine ref --trace '" + path("t.safetensors") +
+                          "' --max-err 0.1 -o '" + path("s.yaml") + "' --threads 600"),
+                  {"threads = 600: at most"});
+  EXPECT_FALSE(fs::exists(path("s.yaml")));
+}
+
+// Threads that cannot start (stacks of 256 MiB in 3 GB of address space: a dozen fit): one
+// line, exit 2, no hang (std::system waits: a hang would time the whole test out) and no abort.
+TEST_F(ReplayCli, ThreadsThatCannotStartAreOneLine) {
+  write("t.safetensors", small_trace());
+  const CliRun r =
+      mactune_limited("ulimit -s 262144 && ulimit -v 3000000",
+                      "replay --engine ref --trace '" + path("t.safetensors") + "' --threads 60");
+  expect_one_line(r, {"threads = 60: could start only", "worker threads"});
+}
+
+TEST_F(ReplayCli, HugeFiniteTraceValueIsRefusedWithItsIndex) {
+  write("t.safetensors", trace_with_value(3e38f));
+  expect_one_line(mactune("replay --engine ref --trace '" + path("t.safetensors") + "'"),
+                  {"tensor 'layer3.q_pre' holds 3e+38 at [0, 0, 5]", "2^56"});
+}
+
+TEST_F(ReplayCli, ValueBeyondF16IsRefusedForAnF16Cache) {
+  write("t.safetensors", trace_with_value(1e5f, "layer3.k_pre"));
+  expect_one_line(
+      mactune("replay --engine ref --kv-dtype f16 --trace '" + path("t.safetensors") + "'"),
+      {"k_pre holds", "beyond f16's range"});
+  EXPECT_EQ(
+      mactune("replay --engine ref --kv-dtype f32 --trace '" + path("t.safetensors") + "'").rc, 0);
+}
+
+TEST_F(ReplayCli, MinContextPastTheTraceIsRefused) {
+  write("t.safetensors", small_trace());
+  expect_one_line(
+      mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --min-context 100"),
+      {"layer 3 has 48 steps, none at or past --min-context 100"});
+  expect_one_line(mactune("calibrate --engine ref --trace '" + path("t.safetensors") +
+                          "' --max-err 0.1 --min-context 48 -o '" + path("s.yaml") + "'"),
+                  {"none at or past --min-context 48"});
+  EXPECT_FALSE(fs::exists(path("s.yaml"))) << "a schedule from no data";
+}
+
+TEST_F(ReplayCli, LayerOrSettingListedTwiceIsRefused) {
+  write("t.safetensors", small_trace());
+  expect_one_line(
+      mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --layers 3,3"),
+      {"--layers", "given twice"});
+  expect_one_line(mactune("calibrate --engine ref --trace '" + path("t.safetensors") +
+                          "' --max-err 0.1 --taus 0.5,0.5 -o '" + path("s.yaml") + "'"),
+                  {"--taus", "given twice"});
+  expect_one_line(mactune("replay --engine ref --trace '" + path("t.safetensors") + "' --K ''"),
+                  {"--K", "an empty value"});
 }
 
 }  // namespace

@@ -109,7 +109,8 @@ TEST(TunerGrid, InvalidShapeAfterConstraintsIsAnError) {
 }
 
 TEST(TunerGrid, ShardsAreDisjointAndCoverTheGrid) {
-  const auto pts = grid_of("name: s\nworkload: {batch: [1, 2, 4], context: [64, 128]}\n");
+  const auto pts =
+      grid_of("name: s\nmac: {r: 32}\nworkload: {batch: [1, 2, 4], context: [64, 128]}\n");
   ASSERT_EQ(pts.size(), 24u);
   std::multiset<std::size_t> seen;
   for (int i = 0; i < 5; ++i) {
