@@ -199,6 +199,16 @@ def markdown(rows: List[dict]) -> str:
                 cells.append(f"{w['skip_ratio']:.3f} ({w['top1']:.3f}; {_label(w)})" if w
                              else "none")
             out.append(f"| {text} | {T} | {setting} | {rule} | {cells[0]} | {cells[1]} |")
+    out += ["", "The rule that buys the most skip, per window and setting (the goal: skip >= 0.5 "
+            "at KL <= 0.01 with top-1 >= 0.99 held out):", ""]
+    for text, T, setting in panels:
+        sub = [r for r in rows if (r["text"], r["tokens"], r["setting"]) == (text, T, setting)]
+        cells = []
+        for b in (0.01, 0.05):
+            w = best_within(sub, b)
+            cells.append(f"at KL <= {b:g}: {w['rule']} ({_label(w)}), skip {w['skip_ratio']:.3f}, "
+                         f"top-1 {w['top1']:.3f}" if w else f"at KL <= {b:g}: none")
+        out.append(f"- {text}, {T} tokens, {setting}: " + "; ".join(cells))
     out += ["", "## Every point", "",
             "| text | tokens | setting | rule | point | hit rate | KV skip | KL mean | KL p99 "
             "| top-1 | bits/token full | bits/token MAC | s |",

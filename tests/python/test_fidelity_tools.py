@@ -204,6 +204,9 @@ def test_frontier_report(tmp_path):
     frontier.main(["report", "--out", str(tmp_path)])
     md = (tmp_path / "frontier.md").read_text()
     assert "| prose | 4096 | every | global tau | 0.100" in md
+    assert ("- prose, 4096 tokens, every: at KL <= 0.01: eps gate (K 512, r 256, tau 0.8), "
+            "skip 0.200, top-1 0.990; at KL <= 0.05: global tau (K 512, r 256, tau 0.7), "
+            "skip 0.300") in md
     ET.fromstring((tmp_path / "frontier.svg").read_text())  # well-formed
     with pytest.raises(SystemExit, match="no rows"):
         frontier.main(["report", "--out", str(tmp_path / "empty")])
