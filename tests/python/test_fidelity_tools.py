@@ -100,6 +100,53 @@ def test_calibration_family_and_search(runner):
     assert tight["chosen"] is None or tight["chosen"]["row"]["kl_mean"] == 0.0
 
 
+def test_reference_cache(model, runner, tmp_path):
+    """A second runner of the same window reads the reference back; another window does not."""
+    win = fidelity.Window("motifs", runner.win.tokens, "test", "ab" * 32)
+    first = fidelity.Runner(model, win, cache=tmp_path)
+    again = fidelity.Runner(model, win, cache=tmp_path)
+    assert not first.reference_cached and again.reference_cached
+    assert np.array_equal(again.h_ref, runner.h_ref)
+    assert all(np.array_equal(a, b) for a, b in zip(again.ref_x, runner.ref_x))
+    a, b = again.run(mac(0.3), START), runner.run(mac(0.3), START)
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b
+    other = fidelity.Window("motifs", motif_tokens(T, seed=1), "test", "cd" * 32)
+    assert not fidelity.Runner(model, other, cache=tmp_path).reference_cached
+    assert len(list(tmp_path.glob("reference-*.npy"))) == 2
+
+
+def test_search_predicts_from_the_nearest_point():
+    """KL scales with the summed error, 1 - top1 with its square root, from the nearest
+    measured point; the family runs from reuse everywhere to MAC nowhere."""
+    kl, top1 = calibrate_inloop.predict([(1e-3, 0.01, 0.96), (1e-1, 0.5, 0.7)], 4e-3)
+    assert kl == pytest.approx(0.04) and top1 == pytest.approx(1 - 0.04 * 2)
+    assert calibrate_inloop.predict([(1e-3, 0.01, 0.96)], 0.0) == (0.0, 1.0)
+
+    def probe(skips, errs):
+        return {"kl_mean": 0.0, "top1": 1.0, "layers": {
+            l: {"skip_ratio": s, "err_mse": e} for l, (s, e) in enumerate(zip(skips, errs))}}
+    probes = {0.5: probe([0.6, 0.5], [0.1, 0.01]), 0.8: probe([0.2, 0.3], [0.001, 0.001])}
+    fam = calibrate_inloop.family(probes)
+    assert fam[0]["pick"] == {0: 0.5, 1: 0.5} and fam[-1]["pick"] == {0: None, 1: None}
+    assert [f["skip"] for f in fam] == sorted((f["skip"] for f in fam), reverse=True)
+    assert fam[0]["err"] == pytest.approx(0.11) and fam[-1]["err"] == 0
+
+
+def test_calibration_reuses_its_probes(runner, tmp_path, monkeypatch):
+    """--probes: the search runs on the probes of an earlier run, with no probe pass."""
+    base = mac(0.45)
+    probes = calibrate_inloop.probe(runner, [0.3, 0.9], base, START, log=lambda s: None)
+    monkeypatch.setattr(calibrate_inloop, "probe", lambda *a, **k: pytest.fail("probed"))
+    res = calibrate_inloop.calibrate(runner, base, START, [0.3, 0.9], max_kl=1.0,
+                                     min_top1=0.0, log=lambda s: None, probes=probes)
+    assert res["chosen"] is not None and len(res["tried"]) >= 1
+    # The budget of no error at all: only MAC nowhere is predicted within it.
+    tight = calibrate_inloop.calibrate(runner, base, START, [0.3, 0.9], max_kl=0.0,
+                                       min_top1=1.0, log=lambda s: None, probes=probes)
+    assert tight["chosen"] is None or tight["chosen"]["row"]["skip_ratio"] == 0
+
+
 def test_schedule_written_and_read_back(tmp_path):
     layers = {0: mac(0.6, accept_eps=0.2), 3: mac(1.0)}
     path = tmp_path / "s.yaml"
@@ -157,6 +204,9 @@ def test_frontier_report(tmp_path):
     frontier.main(["report", "--out", str(tmp_path)])
     md = (tmp_path / "frontier.md").read_text()
     assert "| prose | 4096 | every | global tau | 0.100" in md
+    assert ("- prose, 4096 tokens, every: at KL <= 0.01: eps gate (K 512, r 256, tau 0.8), "
+            "skip 0.200, top-1 0.990; at KL <= 0.05: global tau (K 512, r 256, tau 0.7), "
+            "skip 0.300") in md
     ET.fromstring((tmp_path / "frontier.svg").read_text())  # well-formed
     with pytest.raises(SystemExit, match="no rows"):
         frontier.main(["report", "--out", str(tmp_path / "empty")])
