@@ -15,7 +15,7 @@
 // rate of a (batch, context) (Session::set_forced), and full and MAC run in the same process.
 //
 //   bench_cpu [--contexts=4096,...] [--batches=1,8] [--hits=0,0.5,1] [--coherence=per-head]
-//             [--isa=auto] [--threads=0] [--block_rows=16] [--chunk_tokens=256] [--match=scan]
+//             [--isa=auto] [--threads=0] [--block_rows=16] [--chunk_tokens=256] [--match_mode=scan]
 //             [--K=512]
 //             [benchmark flags, e.g. --benchmark_filter=... --benchmark_repetitions=5]
 // Names: <instance>/batch:B/context:L[/hit:H], e.g.

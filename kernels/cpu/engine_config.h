@@ -41,8 +41,8 @@ struct mactune::FieldTable<mactune::cpu::EngineConfig> {
             .range(1),
         field<&E::block_rows>("block_rows", "block_rows", "KV rows per inner block")
             .range(1, cpu::kMaxBlockRows),
-        field<&E::match>("match", "match",
-                         "match: scan (every ring row) or pruned (rows a bound cannot rule out)")
+        field<&E::match>("match_mode", "match_mode",
+                         "scan (every ring row) or pruned (rows a bound cannot rule out)")
             .only({"scan", "pruned"}),
     };
     return t;

@@ -94,7 +94,7 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
   for (const auto& d2 : d.decisions) {
     // The stored "chunk_tokens=256" reads back as the whole (typed) launch config.
     EXPECT_EQ(launch_text(d2.mac.config.launch),
-              "threads=0,chunk_tokens=256,block_rows=16,match=scan");
+              "threads=0,chunk_tokens=256,block_rows=16,match_mode=scan");
     EXPECT_EQ(d2.full.config.launch, d2.mac.config.launch);
     const std::string want = d2.bucket.context == 65536 ? "ok"
                              : d2.bucket.batch == 1     ? "ok"

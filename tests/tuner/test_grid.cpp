@@ -39,7 +39,7 @@ kernels:
   EXPECT_EQ(pts[2].cpu.chunk_tokens, 512);
   EXPECT_EQ(pts[4].shape.batch, 4);
   EXPECT_EQ(pts[8].context, 8192);
-  EXPECT_EQ(pts[0].launch_text(), "threads=0,chunk_tokens=128,block_rows=16,match=scan");
+  EXPECT_EQ(pts[0].launch_text(), "threads=0,chunk_tokens=128,block_rows=16,match_mode=scan");
   EXPECT_TRUE(pts[0].forced.enabled);
   EXPECT_EQ(pts[0].mac.ring_capacity, 512);
   EXPECT_EQ(pts[0].mac.min_context, 0);

@@ -169,7 +169,7 @@ TEST(Replay, EqualsTheLiveHalvingSearchOnADeterministicBackend) {
     EXPECT_EQ(replay.buckets[b].halving_mac.config.id(), d[b].mac.config.id());
     EXPECT_EQ(replay.buckets[b].halving_full.config.id(), d[b].full.config.id());
     EXPECT_EQ(launch_text(replay.buckets[b].exhaustive_mac.config.launch),
-              "threads=1,chunk_tokens=64,block_rows=16,match=scan");
+              "threads=1,chunk_tokens=64,block_rows=16,match_mode=scan");
     EXPECT_NE(replay.buckets[b].halving_mac.config.id(),
               replay.buckets[b].exhaustive_mac.config.id());
     EXPECT_LT(replay.buckets[b].halving.seconds, replay.buckets[b].exhaustive.seconds);
