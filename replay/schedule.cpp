@@ -131,14 +131,12 @@ static LayerSchedule parse_layer_schedule_checked(const std::string& text,
     input_error(source, ":", p->line, ": not valid YAML: ", detail::one_line(p->what));
   YAML::Node root;
   try {
-    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1)
-      input_error(source, ":",
-                  yaml_strict::second_document_line(text) > 0
-                      ? yaml_strict::second_document_line(text)
-                      : docs[1].Mark().line + 1,
+    // One document: a second one is found in the text (yaml-cpp 0.7's LoadAll loops forever
+    // on some malformed inputs), and Load reads the first.
+    if (const int second = yaml_strict::second_document_line(text); second > 0)
+      input_error(source, ":", second,
                   ": a second YAML document (after '---'); a layer schedule is one document");
-    if (!docs.empty()) root = docs.front();
+    root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
     input_error(source, ":", e.mark.line + 1, ": not valid YAML: ", e.msg);
   }
