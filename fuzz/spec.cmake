@@ -10,7 +10,8 @@ mactune_add_fuzzer(fuzz_spec
           ${PROJECT_SOURCE_DIR}/tuner/grid.cpp
           ${PROJECT_SOURCE_DIR}/tuner/skip_ratio.cpp
           ${PROJECT_SOURCE_DIR}/tuner/stats.cpp
-  LIBS mactune::kernels yaml-cpp)
+          ${PROJECT_SOURCE_DIR}/kernels/cpu/thread_pool.cpp  # the grid's thread-count bound
+  LIBS mactune::kernels yaml-cpp Threads::Threads)
 mactune_add_fuzzer(fuzz_expr
   SOURCES ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_expr.cpp
           ${PROJECT_SOURCE_DIR}/tuner/expr.cpp
