@@ -121,8 +121,9 @@ TEST(Db_Cli, CorruptFileGivesOneLineExit2AndStaysUntouched) {
   expect_one_line_error(mactune(dir, {"db", "merge", dir.file("good.db"), "-o", junk}), junk);
   expect_one_line_error(mactune(dir, {"db", "merge", junk, "-o", dir.file("new.db")}), junk);
   EXPECT_FALSE(std::filesystem::exists(dir.file("new.db")));  // inputs checked first
+  // The report is checked before --db is opened (a mactune database is no nsys export).
   expect_one_line_error(mactune(dir, {"db", "import-nsys", dir.file("good.db"), "--db", junk}),
-                        junk);
+                        "is not an nsys SQLite export");
   EXPECT_TRUE(read_file(junk) == before) << "the corrupt file was modified";
   expect_one_line_error(mactune(dir, {"db", "info", "--db", dir.file("none.db")}),
                         "does not exist");
@@ -146,7 +147,7 @@ TEST(Db_Cli, ReadOnlyFileGivesOneLineExit2AndStaysReadable) {
       "is read-only");
   expect_one_line_error(
       mactune(dir, {"db", "import-nsys", dir.file("other.db"), "--db", dir.file("ro.db")}, true),
-      "is read-only");
+      "is not an nsys SQLite export");  // the report is checked before --db is opened
   const Result info = mactune(dir, {"db", "info", "--db", dir.file("ro.db")}, true);
   EXPECT_EQ(info.rc, 0) << info.err;
   EXPECT_NE(info.out.find("measurements 8"), std::string::npos) << info.out;

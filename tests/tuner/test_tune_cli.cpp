@@ -374,6 +374,9 @@ TEST(TuneCli, ReadOnlyDatabaseIsOneLineWithExit2AndLosesNothing) {
   // A bigger spec on the same file, now read-only: refused before anything is measured.
   dir.write("ro2.yaml", tiny_spec("ro"));
   ASSERT_EQ(chmod(dir.file("ro.db").c_str(), 0444), 0);
+  // The report folder the first (privileged) run made stays writable: only the database is
+  // read-only (outputs are checked before the database is opened).
+  ASSERT_EQ(chmod(dir.file("rep-ro").c_str(), 0777), 0);
   CliOptions o;
   o.unprivileged = true;
   r = run_mactune(dir, {"tune", "ro2.yaml"}, o);
