@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
     // What the command printed before it failed goes out first, then the one line.
     std::cout.flush();
     std::fflush(stdout);
-    return mactune::cli::report_exception(std::current_exception(), command_words(app),
-                                          std::cerr);
+    return mactune::cli::report_exception(std::current_exception(), command_words(app), std::cerr);
   }
   return flush_stdout(mactune::cli::command_exit_code());
 }
