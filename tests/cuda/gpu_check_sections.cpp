@@ -275,8 +275,8 @@ int section_pages(Bench& b, RecordFile& out, const RunOptions& ro) {
     bool identity;
   };
   int failed = 0;
-  for (const Layout l : {Layout{16, false}, Layout{16, true}, Layout{256, false},
-                         Layout{context + 64, false}}) {
+  for (const Layout l :
+       {Layout{16, false}, Layout{16, true}, Layout{256, false}, Layout{context + 64, false}}) {
     const int page = l.page;
     failed += guarded(out, "pages", "page " + std::to_string(page), [&] {
       SessionOptions o = full_options(production(batch, group, context));
@@ -354,7 +354,8 @@ const std::vector<Section>& sections() {
       {"match", "match/plan/step at K 1024, batch 1/64, L2 hot/cold", section_match, true},
       {"instances", "every built full/attend instance at 128K batch 16", section_instances, true},
       {"ring", "ring 2048 at 128K batch 16/64 GQA 8", section_ring, true},
-      {"pages", "16-token (permuted, identity), 256-token, one page a request", section_pages, true},
+      {"pages", "16-token (permuted, identity), 256-token, one page a request", section_pages,
+       true},
       {"sanitize", "small multi-tile steps for compute-sanitizer", section_sanitize, false},
       {"ncu", "warm full and MAC steps for ncu", section_ncu, false},
       {"ncu_match", "warm MAC steps at K 1024 for ncu", section_ncu_match, false},

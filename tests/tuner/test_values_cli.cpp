@@ -60,9 +60,9 @@ void tune_tiny(const TempDir& dir) {
 TEST(TuneValues, SecondDocumentIsRefused) {
   TempDir dir;
   const std::string spec = tiny_spec("t") + "---\nname: other\n";
-  expect_refused(
-      dry_run(dir, spec),
-      {"t.yaml:" + std::to_string(line_of(spec, "---\nname: other")) + ":", "second YAML document"});
+  expect_refused(dry_run(dir, spec),
+                 {"t.yaml:" + std::to_string(line_of(spec, "---\nname: other")) + ":",
+                  "second YAML document"});
 }
 
 TEST(TuneValues, TopLevelKeyGivenTwiceIsRefused) {
