@@ -4,12 +4,18 @@
 
 #include <sys/stat.h>
 
+#include <gtest/gtest.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "replay/safetensors.h"
 #include "tests/cli_process.h"
 
 namespace mactune::tuner::testing {
@@ -68,6 +74,31 @@ inline std::string tiny_spec(const std::string& name, const std::string& batches
     << "output: {db: " << name << ".db, dispatch: " << name << ".json, report: rep-" << name
     << "}\n";
   return s.str();
+}
+
+// A refused command: exit 2, one line with the prefix, every part in it.
+inline void expect_refused(const CliResult& r, std::initializer_list<std::string> parts) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  for (const auto& p : parts)
+    EXPECT_NE(r.err.find(p), std::string::npos) << "[" << p << "] in " << r.err;
+}
+
+// A one-layer trace (layer 3: q_pre, k_pre, v) of T steps of uniform values in [-0.5, 0.5).
+inline void write_trace(const TempDir& dir, const std::string& name, int head_dim = 64, int T = 8,
+                        int q_heads = 4, int kv_heads = 2) {
+  std::vector<float> q(std::size_t(T) * q_heads * head_dim),
+      kv(std::size_t(T) * kv_heads * head_dim);
+  std::uint32_t x = 12345;
+  for (auto* v : {&q, &kv})
+    for (float& f : *v) f = float((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
+  const auto bytes = replay::write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
+                                                {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
+                                                {"layer3.v", {T, kv_heads, head_dim}, kv}},
+                                               {{"rope_theta", "10000"}});
+  std::ofstream(dir.file(name), std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 }  // namespace mactune::tuner::testing

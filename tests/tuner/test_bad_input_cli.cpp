@@ -18,18 +18,11 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CliOptions;
 using testing::CliResult;
+using testing::expect_refused;
 using testing::run_mactune;
 using testing::TempDir;
 using testing::tiny_spec;
-
-// Exit 2, one line with the prefix, every part in it.
-void expect_refused(const CliResult& r, std::initializer_list<std::string> parts) {
-  EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
-  for (const auto& p : parts)
-    EXPECT_NE(r.err.find(p), std::string::npos) << "[" << p << "] in " << r.err;
-}
+using testing::write_trace;
 
 // Every file under `dir` whose name holds "tmp" or "partial": debris of a failed write.
 std::vector<std::string> temporaries(const std::string& dir) {
@@ -334,26 +327,6 @@ TEST(MactuneBadInput, EveryHelpMentionsTheExitCodes) {
 }
 
 // ---- mactune replay and calibrate.
-
-// A decode trace of one layer (3): T steps, `q_heads` / `kv_heads` heads of `head_dim`, random
-// values (never zeros).
-void write_trace(const TempDir& dir, const std::string& name, int head_dim, int T = 8,
-                 int q_heads = 4, int kv_heads = 2) {
-  std::vector<float> q(std::size_t(T) * q_heads * head_dim),
-      kv(std::size_t(T) * kv_heads * head_dim);
-  std::uint32_t x = 12345;
-  auto fill = [&](std::vector<float>& v) {
-    for (float& f : v) f = float((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
-  };
-  fill(q);
-  fill(kv);
-  const auto bytes = replay::write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
-                                                {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
-                                                {"layer3.v", {T, kv_heads, head_dim}, kv}},
-                                               {{"rope_theta", "10000"}});
-  std::ofstream(dir.file(name), std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-}
 
 TEST(ReplayBadInput, HeadDimTheEngineCannotRunNamesTheTrace) {
   TempDir dir;

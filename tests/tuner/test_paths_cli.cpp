@@ -19,18 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CliOptions;
 using testing::CliResult;
+using testing::expect_refused;
 using testing::read_file;
 using testing::run_mactune;
 using testing::TempDir;
 using testing::tiny_spec;
-
-void expect_refused(const CliResult& r, std::initializer_list<std::string> parts) {
-  EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
-  for (const auto& p : parts)
-    EXPECT_NE(r.err.find(p), std::string::npos) << "[" << p << "] in " << r.err;
-}
+using testing::write_trace;
 
 // A tiny sweep tuned once per process; each test copies its files.
 const TempDir& tuned() {
@@ -59,24 +53,6 @@ void expect_inputs_kept(const TempDir& dir, std::vector<std::string> args,
   expect_refused(run_mactune(dir, args), parts);
   std::size_t i = 0;
   for (const auto& f : inputs) EXPECT_EQ(read_file(dir.file(f)), before[i++]) << f << " changed";
-}
-
-void write_trace(const TempDir& dir, const std::string& name, int T = 8) {
-  const int q_heads = 4, kv_heads = 2, head_dim = 64;
-  std::vector<float> q(std::size_t(T) * q_heads * head_dim),
-      kv(std::size_t(T) * kv_heads * head_dim);
-  std::uint32_t x = 12345;
-  auto fill = [&](std::vector<float>& v) {
-    for (float& f : v) f = float((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
-  };
-  fill(q);
-  fill(kv);
-  const auto bytes = replay::write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
-                                                {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
-                                                {"layer3.v", {T, kv_heads, head_dim}, kv}},
-                                               {{"rope_theta", "10000"}});
-  std::ofstream(dir.file(name), std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 // ---- tune

@@ -25,6 +25,7 @@ using testing::read_file;
 using testing::run_mactune;
 using testing::TempDir;
 using testing::tiny_spec;
+using testing::write_trace;
 
 // One command: its argv with the output slots as placeholders "@0", "@1", the inputs named.
 struct Command {
@@ -80,21 +81,6 @@ std::string alias(const TempDir& dir, const std::string& name, bool exists, std:
       return link;
     });
   return forms[std::uniform_int_distribution<std::size_t>(0, forms.size() - 1)(rng)]();
-}
-
-void write_trace(const TempDir& dir, const std::string& name) {
-  const int T = 8, q_heads = 4, kv_heads = 2, head_dim = 64;
-  std::vector<float> q(std::size_t(T) * q_heads * head_dim),
-      kv(std::size_t(T) * kv_heads * head_dim);
-  std::uint32_t x = 777;
-  for (auto* v : {&q, &kv})
-    for (float& f : *v) f = float((x = x * 1664525u + 1013904223u) >> 8) / float(1 << 24) - 0.5f;
-  const auto bytes = replay::write_safetensors({{"layer3.q_pre", {T, q_heads, head_dim}, q},
-                                                {"layer3.k_pre", {T, kv_heads, head_dim}, kv},
-                                                {"layer3.v", {T, kv_heads, head_dim}, kv}},
-                                               {{"rope_theta", "10000"}});
-  std::ofstream(dir.file(name), std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 TEST(OutputPathProperty, NoAliasOfAnInputOrAnotherOutputEverChangesAnInput) {

@@ -16,17 +16,10 @@ namespace {
 
 using testing::CliOptions;
 using testing::CliResult;
+using testing::expect_refused;
 using testing::run_mactune;
 using testing::TempDir;
 using testing::tiny_spec;
-
-void expect_refused(const CliResult& r, std::initializer_list<std::string> parts) {
-  EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_EQ(r.err.rfind("mactune: error: ", 0), 0u) << r.err;
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
-  for (const auto& p : parts)
-    EXPECT_NE(r.err.find(p), std::string::npos) << "[" << p << "] in " << r.err;
-}
 
 std::string replaced(std::string s, const std::string& from, const std::string& to) {
   const auto at = s.find(from);
