@@ -104,7 +104,6 @@ void run_replay(const ReplayArgs& a) {
     require_host_memory(session_bytes(trace.problem(layers.front(), s.kv_dtype), 0, &s.mac),
                         "--K " + std::to_string(s.mac.ring_capacity),
                         "a ring of K entries for every query head");
-  if (!a.json.empty()) check_output_path(a.json, "replay JSON");
   std::printf("trace %s: %zu layer(s), %d query / %d KV heads, head_dim %d, rope_theta %g\n",
               trace.name().c_str(), trace.layers().size(), shape.q_heads, shape.kv_heads,
               shape.head_dim, trace.rope_theta());
