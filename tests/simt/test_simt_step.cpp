@@ -183,6 +183,23 @@ TEST(SimtStep, SynthBatch64Gqa8Hit0Page1Normalized) {
   EXPECT_EQ(o.eligible, o.heads);
 }
 
+// A balanced plan whose dispatch entries hold several items, run back to back by one CTA (its
+// shared memory reused from one item's epilogue to the next item's K/V ring): batch 4 x 8 KV
+// heads at 400 and 1500 tokens, min_chunk 64, one CTA an SM (132 workers, 160 items). The
+// planner's choice is asserted, so a change of policy that stops making such entries fails here.
+TEST(SimtStep, SynthBalancedSeveralItemsAnEntry) {
+  SynthCase c = synth("b4_gqa4_balanced_multi_item");
+  c.batch = 4;
+  c.group = 4;
+  c.contexts = {400, 1500};
+  c.engine.min_chunk = 64;
+  c.engine.ctas_per_sm = 1;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.plan.kind, PlanKind::balanced);
+  EXPECT_GT(o.plan.items, o.plan.entries) << "no dispatch entry holds several items";
+}
+
 // A context of 16K that hits (a few hundred tokens read a group); batch 2 at 16K-20K and the
 // forced skip ratio at 16K-18K are simt-big.
 TEST(SimtStep, SynthLongContextHit1) {
