@@ -200,6 +200,48 @@ TEST(SimtStep, SynthBalancedSeveralItemsAnEntry) {
   EXPECT_GT(o.plan.items, o.plan.entries) << "no dispatch entry holds several items";
 }
 
+// The ticket path at a small size (the mutation check's case for it): batch 16 x 8 KV heads at
+// hit 1 on one CTA an SM, min_chunk 64: a uniform plan with more entries than the 132 CTAs; two
+// steps, so the plan kernel must have zeroed the ticket counter in between.
+TEST(SimtStep, SynthSmallTicketPathTwoSteps) {
+  SynthCase c = synth("b16_gqa4_hit1_ticket");
+  c.batch = 16;
+  c.group = 4;
+  c.ring = 64;
+  c.band = 128;
+  c.contexts = {300, 333};
+  c.forced.enabled = true;
+  c.forced.hit_rate = 1.0;
+  c.forced.lag = {LagKind::uniform, 1, 32};
+  c.engine.ctas_per_sm = 1;
+  c.engine.min_chunk = 64;
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.plan.kind, PlanKind::uniform);
+  EXPECT_GT(o.plan.entries, o.grid) << "the ticket path did not run";
+}
+
+// Multi-pass match and multi-tile reductions at a small size (the mutation check's case): one
+// request of two KV heads, ring 2048 (several tiles a head, many passes a CTA), repeated
+// queries (hits and misses), two steps (the per-head tile counters reset in between).
+TEST(SimtStep, SynthSmallRing2048TwoSteps) {
+  SynthCase c = synth("b2_gqa4_k2048_two_steps");
+  c.batch = 2;
+  c.kv_heads = 2;
+  c.group = 4;
+  c.ring = 2048;
+  c.band = 128;
+  c.contexts = {2100, 2600};
+  c.natural_hits = 0.5;
+  c.engine.match = "match_cuda_hd128_p0_bf16";
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.hits, 0);
+  EXPECT_LT(o.hits, o.heads);
+}
+
 // A context of 16K that hits (a few hundred tokens read a group); batch 2 at 16K-20K and the
 // forced skip ratio at 16K-18K are simt-big.
 TEST(SimtStep, SynthLongContextHit1) {
