@@ -161,6 +161,7 @@ TEST(SimtStep, SynthBatch4Gqa4Ring512NewestFullScan) {
   c.pick = PickRule::newest;
   c.natural_hits = 0.5;
   c.engine.match = "match_cuda_hd128_p0_bf16";
+  c.engine.match_candidates = 512;  // 4 tiles a head, 32 passes a CTA (16 heads alone get 1)
   c.steps = 2;
   const SynthOutcome o = run_synthetic(c);
   expect_clean(c, o);
@@ -222,8 +223,8 @@ TEST(SimtStep, SynthSmallTicketPathTwoSteps) {
   EXPECT_GT(o.plan.entries, o.grid) << "the ticket path did not run";
 }
 
-// Multi-pass match and multi-tile reductions at a small size (the mutation check's case): one
-// request of two KV heads, ring 2048 (several tiles a head, many passes a CTA), repeated
+// Multi-pass match and multi-tile reductions at a small size (the mutation check's case): two
+// requests of two KV heads, ring 2048 (4 tiles a head, 32 passes a CTA), repeated
 // queries (hits and misses), two steps (the per-head tile counters reset in between).
 TEST(SimtStep, SynthSmallRing2048TwoSteps) {
   SynthCase c = synth("b2_gqa4_k2048_two_steps");
@@ -235,6 +236,7 @@ TEST(SimtStep, SynthSmallRing2048TwoSteps) {
   c.contexts = {2100, 2600};
   c.natural_hits = 0.5;
   c.engine.match = "match_cuda_hd128_p0_bf16";
+  c.engine.match_candidates = 512;  // 4 tiles a head, 32 passes a CTA (16 heads alone get 1)
   c.steps = 2;
   const SynthOutcome o = run_synthetic(c);
   expect_clean(c, o);

@@ -221,7 +221,12 @@ bool run_grid(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_sme
   g_body = &body;
   const auto t0 = Clock::now();
   g_in_kernel = true;
-  for (long long k = 0; k < blocks && !g_fatal; ++k) {
+  // A launch that reported (with fail_on_report) fails anyway: like a kernel that trapped, it
+  // stops after that block (the rest would meet the same bug at every access, slowly).
+  const auto failed = [&] {
+    return g_fatal || (g_options.fail_on_report && g_reports.size() > reports_before);
+  };
+  for (long long k = 0; k < blocks && !failed(); ++k) {
     const long long b = g_options.reverse_blocks ? blocks - 1 - k : k;
     const dim3 bid(static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
                    static_cast<unsigned>(b / (static_cast<long long>(grid.x) * grid.y)));
@@ -236,7 +241,7 @@ bool run_grid(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_sme
     }
   g_stats = nullptr;
   g_published.clear();
-  st.failed = g_fatal || (g_options.fail_on_report && g_reports.size() > reports_before);
+  st.failed = failed();
   return !st.failed;
 }
 
