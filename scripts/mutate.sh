@@ -26,7 +26,7 @@ if [[ ${1:-} == --list ]]; then
   exit 0
 fi
 if [[ ${1:-} == --ci ]]; then  # the subset CI runs: the list's `ci:` lines
-  read -r -a want < <(grep '^ci:' "$list" | cut -d: -f2- | tr '\n' ' ')
+  read -r -a want <<<"$(grep '^ci:' "$list" | cut -d: -f2- | tr '\n' ' ')"
   ((${#want[@]} >= 12)) || { echo "mutate.sh: the ci: subset of $list names fewer than 12"; exit 1; }
 else
   want=("$@")
