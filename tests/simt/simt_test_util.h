@@ -35,8 +35,9 @@ struct DeviceArray {
   }
 };
 
-// Clears the reports and launch records; with `expect_reports`, launches that report do not fail
-// and nothing is printed (the test inspects the reports itself).
+// Clears the reports and launch records, on entry and on exit (a later test in the same process,
+// as the mutation check runs them, starts with none); with `expect_reports`, launches that
+// report do not fail and nothing is printed (the test inspects the reports itself).
 struct ReportScope {
   explicit ReportScope(bool expect_reports = false) {
     clear_reports();
@@ -46,6 +47,8 @@ struct ReportScope {
     options().print_reports = !expect_reports;
   }
   ~ReportScope() {
+    clear_reports();
+    clear_launches();
     options().fail_on_report = true;
     options().print_reports = true;
     cudaGetLastError();

@@ -161,6 +161,7 @@ TEST(SimtStep, SynthBatch4Gqa4Ring512NewestFullScan) {
   c.pick = PickRule::newest;
   c.natural_hits = 0.5;
   c.engine.match = "match_cuda_hd128_p0_bf16";
+  c.engine.match_candidates = 512;  // 4 tiles a head, 32 passes a CTA (16 heads alone get 1)
   c.steps = 2;
   const SynthOutcome o = run_synthetic(c);
   expect_clean(c, o);
@@ -181,6 +182,66 @@ TEST(SimtStep, SynthBatch64Gqa8Hit0Page1Normalized) {
   expect_clean(c, o);
   EXPECT_EQ(o.hits, 0);
   EXPECT_EQ(o.eligible, o.heads);
+}
+
+// A balanced plan whose dispatch entries hold several items, run back to back by one CTA (its
+// shared memory reused from one item's epilogue to the next item's K/V ring): batch 4 x 8 KV
+// heads at 400 and 1500 tokens, min_chunk 64, one CTA an SM (132 workers, 160 items). The
+// planner's choice is asserted, so a change of policy that stops making such entries fails here.
+TEST(SimtStep, SynthBalancedSeveralItemsAnEntry) {
+  SynthCase c = synth("b4_gqa4_balanced_multi_item");
+  c.batch = 4;
+  c.group = 4;
+  c.contexts = {400, 1500};
+  c.engine.min_chunk = 64;
+  c.engine.ctas_per_sm = 1;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.plan.kind, PlanKind::balanced);
+  EXPECT_GT(o.plan.items, o.plan.entries) << "no dispatch entry holds several items";
+}
+
+// The ticket path at a small size (the mutation check's case for it): batch 16 x 8 KV heads at
+// hit 1 on one CTA an SM, min_chunk 64: a uniform plan with more entries than the 132 CTAs; two
+// steps, so the plan kernel must have zeroed the ticket counter in between.
+TEST(SimtStep, SynthSmallTicketPathTwoSteps) {
+  SynthCase c = synth("b16_gqa4_hit1_ticket");
+  c.batch = 16;
+  c.group = 4;
+  c.ring = 64;
+  c.band = 128;
+  c.contexts = {300, 333};
+  c.forced.enabled = true;
+  c.forced.hit_rate = 1.0;
+  c.forced.lag = {LagKind::uniform, 1, 32};
+  c.engine.ctas_per_sm = 1;
+  c.engine.min_chunk = 64;
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_EQ(o.plan.kind, PlanKind::uniform);
+  EXPECT_GT(o.plan.entries, o.grid) << "the ticket path did not run";
+}
+
+// Multi-pass match and multi-tile reductions at a small size (the mutation check's case): two
+// requests of two KV heads, ring 2048 (4 tiles a head, 32 passes a CTA), repeated
+// queries (hits and misses), two steps (the per-head tile counters reset in between).
+TEST(SimtStep, SynthSmallRing2048TwoSteps) {
+  SynthCase c = synth("b2_gqa4_k2048_two_steps");
+  c.batch = 2;
+  c.kv_heads = 2;
+  c.group = 4;
+  c.ring = 2048;
+  c.band = 128;
+  c.contexts = {2100, 2600};
+  c.natural_hits = 0.5;
+  c.engine.match = "match_cuda_hd128_p0_bf16";
+  c.engine.match_candidates = 512;  // 4 tiles a head, 32 passes a CTA (16 heads alone get 1)
+  c.steps = 2;
+  const SynthOutcome o = run_synthetic(c);
+  expect_clean(c, o);
+  EXPECT_GT(o.hits, 0);
+  EXPECT_LT(o.hits, o.heads);
 }
 
 // A context of 16K that hits (a few hundred tokens read a group); batch 2 at 16K-20K and the
@@ -237,12 +298,15 @@ TEST(SimtBigStep, LongContextsForcedSkipRatio) {
   c.contexts = {16500, 17000, 18000};
   c.forced.enabled = true;
   c.forced.quota = ForcedQuota::skip_ratio;
-  // Reachable at every request: a hit at p skips p - r of m tokens, p < m, and the ring holds
-  // the last K = 512 positions (0.97 is not: (1999 - 64) / 1999 < 0.97, so no head would hit).
-  c.forced.skip_ratio = 0.9;
+  // Reachable at every request (kernels/forced.h, forced_skip_solve): a hit group skips between
+  // kv_len - r - K and kv_len - r - 1 tokens (the ring holds the last K = 512 positions), so n
+  // of the 8 groups skip a share in [n (kv_len - 576), n (kv_len - 65)] / (8 kv_len). At
+  // 16.5K-18K, 0.9 falls between the ranges of 7 and 8 groups (no head hit); 0.97 is in 8's.
+  c.forced.skip_ratio = 0.97;
   const SynthOutcome o = run_synthetic(c);
   expect_clean(c, o);
-  EXPECT_GT(o.stats.skip_ratio(), 0.85);
+  EXPECT_GT(o.hits, 0);
+  EXPECT_GT(o.stats.skip_ratio(), 0.95);
 }
 
 // ---- simt-big: long contexts read in full.

@@ -8,7 +8,7 @@
 // the section `simt_shared`, dynamic shared memory beside it), reused by every block.
 //
 // Checks (each a Check, reported once per pair of sites, the launch then fails with
-// cudaErrorLaunchFailure like a kernel that trapped):
+// cudaErrorLaunchFailure like a kernel that trapped, its remaining blocks not run):
 //   global_bounds   a kernel access outside every live device allocation (runtime's map)
 //   shared_bounds   outside the static variables' section or past the launch's dynamic bytes
 //   shared_race     two threads, one writing, the same shared bytes, no barrier between
