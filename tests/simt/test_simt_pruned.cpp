@@ -30,6 +30,11 @@
 namespace mactune::simt::testing {
 namespace {
 
+using cuda::kPrunedMaxCapacity;
+using cuda::SketchParams;
+using cuda::StepRow;
+using cuda::launch_sketch;
+
 template <class T>
 T* device_copy(const std::vector<T>& host) {
   void* p = nullptr;
@@ -177,9 +182,12 @@ std::uint64_t match_bytes(const SynthOutcome& o, bool* saw_pruned = nullptr) {
 }
 
 // Half the heads repeat one of the newest 40 entries, over three steps: the later steps match
-// entries this session wrote (the sketch the step keeps), the first the prefill's.
+// entries this session wrote (the sketch the step keeps), the first the prefill's. tau 0.7
+// puts the threshold (23) under a synthetic entry's |q|^2 (about 43), so a sketch that is not
+// the entry's (say, the zero fill) rules the true hit out.
 TEST(SimtPruned, Batch4Gqa4Ring512NearestMixedThreeSteps) {
   SynthCase c = pruned_case("pruned_b4_gqa4_k512_nearest");
+  c.tau = 0.7;
   c.batch = 4;
   c.group = 4;
   c.ring = 512;
