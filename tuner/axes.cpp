@@ -53,9 +53,9 @@ const std::vector<AxisDef>& axis_defs() {
   return defs;
 }
 
-const AxisDef* find_axis_def(std::string_view name) {
+const AxisDef* find_axis_def(Section section, std::string_view name) {
   for (const AxisDef& d : axis_defs())
-    if (d.name() == name) return &d;
+    if (d.section == section && d.name() == name) return &d;
   return nullptr;
 }
 

@@ -24,7 +24,8 @@ struct AxisDef {
 // Every axis, in grid order (the first is the outermost loop). Hit rate is the innermost axis
 // so that consecutive points share a shape and launch parameters (and their baseline session).
 const std::vector<AxisDef>& axis_defs();
-const AxisDef* find_axis_def(std::string_view name);
+// The axis `name` of `section` (two engines may both have a field of one name: match_mode).
+const AxisDef* find_axis_def(Section section, std::string_view name);
 // Every axis with its default values, in grid order.
 std::vector<Axis> default_axes();
 // Names usable in constraints besides the numeric axes: G = q_heads / kv_heads.

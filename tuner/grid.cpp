@@ -96,7 +96,7 @@ TunePoint make_point(const Spec& spec, const std::vector<std::size_t>& idx) {
   TunePoint p;
   p.backend = spec.backend;
   for (std::size_t i = 0; i < spec.axes.size(); ++i) {
-    const AxisDef* def = find_axis_def(spec.axes[i].name);
+    const AxisDef* def = find_axis_def(spec.axes[i].section, spec.axes[i].name);
     MACTUNE_CHECK(def != nullptr, "no axis ", spec.axes[i].name);
     def->field.set(p, spec.axes[i].values[idx[i]].value);
   }

@@ -222,7 +222,7 @@ void read_axes(const Reader& rd, Spec& spec, Section section, const YAML::Node& 
       rd.fail(it->first, full, "unknown key (expected one of: ", k.str(), ")");
     }
     if (found->given) rd.fail(it->first, full, "given twice");
-    found->values = axis_values(rd, *find_axis_def(key), it->second, full);
+    found->values = axis_values(rd, *find_axis_def(section, key), it->second, full);
     found->line = rd.line_of(it->first);
     found->given = true;
   }

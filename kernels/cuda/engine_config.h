@@ -22,6 +22,11 @@ struct EngineConfig {
   // Ring candidates per match CTA; 0 = launch math (match_candidates_per_cta).
   int match_candidates = 0;
   bool graph = false;  // run each step as a CUDA graph, captured once per batch size
+  // How the match reads the ring, as the CPU engine's match_mode: `scan` (the match instance)
+  // or `pruned` (detail/match_pruned.cuh: a 4-bit sketch of each entry, kept current after
+  // every ring write, bounds each candidate; rows are read in full only where the bound cannot
+  // rule them out). The same decisions either way; pick `normalized` always scans.
+  std::string match_mode = "scan";
   // Harness switches, not tuning knobs (so not in the field table): events between the step's
   // kernels (last_phase_ms()), NaN-poisoned outputs and partials (tests), an identity page
   // table instead of the fixed permutation of pages over the pool (the GPU check's page
@@ -51,6 +56,9 @@ struct mactune::FieldTable<mactune::cuda::EngineConfig> {
                                     "ring candidates per match CTA (0: launch math)")
             .range(0, 1 << 20),
         field<&E::graph>("graph", "graph", "run each step as a CUDA graph"),
+        field<&E::match_mode>("match_mode", "match_mode",
+                              "scan (every ring row) or pruned (rows a bound cannot rule out)")
+            .only({"scan", "pruned"}),
     };
     return t;
   }

@@ -40,6 +40,12 @@ cudaError_t launch_merge(const MergeParams& p, cudaStream_t stream);
 cudaError_t launch_prepare(const PrepareParams& p, int n, cudaStream_t stream);
 cudaError_t launch_plan(const PlanParams& p, cudaStream_t stream);  // one CTA
 cudaError_t launch_synthetic(const SyntheticParams& p, cudaStream_t stream);
+// The pruned match (match_mode = pruned; one CTA per row and query head, ring capacity at most
+// kPrunedMaxCapacity) and the sketch kernel that keeps its ring sketch current
+// (kernels/cuda/match_pruned.cu).
+cudaError_t launch_match_pruned(const PrunedMatchParams& p, int head_dim, DType kv_dtype,
+                                cudaStream_t stream);
+cudaError_t launch_sketch(const SketchParams& p, cudaStream_t stream);
 // cudaSuccess when this binary has code for the current device.
 cudaError_t probe_kernel_image();
 

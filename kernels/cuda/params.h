@@ -10,6 +10,8 @@
 //   ring q        [slots, q_heads, K, D] in the KV dtype (pre-RoPE queries q~)
 //   ring o        [slots, q_heads, K, D] in the summary dtype; ring lse [slots, q_heads, K] f32
 //   ring pos      [slots, K] int32: the position each slot holds (-1: none)
+//   ring sketch   (match_mode = pruned) codes [slots, q_heads, K, D/2] bytes, scale, c2, err
+//                 [slots, q_heads, K] f32: each entry's 4-bit copy (kernels/cpu/prune.h)
 #pragma once
 
 #include <cstdint>
@@ -144,6 +146,46 @@ struct MergeParams {
 
 // Synthetic prefill of one request slot: random KV over [0, len) (never zero) and valid ring
 // entries for its last K positions.
+// The pruned match (detail/match_pruned.cuh): each ring entry's 4-bit sketch, as
+// kernels/cpu/prune.h quantize() writes it, kept current by the sketch kernel after each ring
+// write (launch_sketch).
+inline constexpr int kPrunedMaxCapacity = 4096;  // ring capacity a CTA's survivor list holds
+
+struct PrunedSketch {
+  const std::uint8_t* codes = nullptr;  // [slots, q_heads, K, D/2]
+  const float* scale = nullptr;         // [slots, q_heads, K]
+  const float* c2 = nullptr;
+  const float* err = nullptr;
+};
+
+struct PrunedMatchParams {
+  RingBuffers ring;  // q [slots, q_heads, K, D] (16-bit KV dtype), pos [slots, K], lse
+  PrunedSketch sketch;
+  const StepRow* rows = nullptr;
+  const void* q_ring_in = nullptr;    // [n, q_heads, D] this step's q~
+  MatchPartial* best = nullptr;       // [n, q_heads]
+  std::int32_t* rows_read = nullptr;  // [n, q_heads] rows read in full (optional)
+  std::int32_t n = 0, q_heads = 0;
+  float threshold = 0.0f;  // 2 D (1 - tau)^2 in fp32, as MatchParams (the scan compares in fp32)
+  std::int32_t min_context = 0;
+};
+
+// Writes the sketch of ring entries from their stored q~: with `rows`, slot m mod K of every
+// (row, query head) of the step (after the merge wrote it); without, every entry of the request
+// slots [slot, slot + slots) (a prefill, or a switch to the pruned match).
+struct SketchParams {
+  const void* ring_q = nullptr;  // [slots, q_heads, K, D] in kv_dtype
+  std::uint8_t* codes = nullptr;
+  float* scale = nullptr;
+  float* c2 = nullptr;
+  float* err = nullptr;
+  const StepRow* rows = nullptr;
+  std::int32_t n = 0;
+  std::int32_t slot = 0, slots = 0;
+  std::int32_t q_heads = 0, capacity = 0, head_dim = 0;
+  DType kv_dtype = DType::bf16;
+};
+
 struct SyntheticParams {
   KvCache kv;
   RingBuffers ring;  // ring.q == nullptr: no ring (full attention)

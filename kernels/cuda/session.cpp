@@ -181,6 +181,13 @@ void Session::Impl::configure(const EngineConfig& e) {
     MACTUNE_CUDA_CHECK(mac() ? new_attend->ctas_per_sm(ctas) : new_full->ctas_per_sm(ctas));
     MACTUNE_CHECK(ctas >= 1, "occupancy query gave ", ctas, " CTAs per SM");
   }
+  // The pruned match reads the ring's sketch; `normalized` compares unit vectors, which the
+  // sketch does not bound, so it scans.
+  const bool new_pruned =
+      mac() && e.match_mode == "pruned" && opt.mac.pick != PickRule::normalized;
+  if (new_pruned && opt.mac.ring_capacity > kPrunedMaxCapacity)
+    input_error("engine match_mode = pruned holds rings of at most ", kPrunedMaxCapacity,
+                " entries; ring_capacity is ", opt.mac.ring_capacity);
   merge = new_merge;
   attend = new_attend;
   match = new_match;
@@ -200,9 +207,56 @@ void Session::Impl::configure(const EngineConfig& e) {
   dispatch = detail::DeviceBuffer(static_cast<std::size_t>(capacity) * sizeof(DispatchEntry));
   partial_o = detail::DeviceBuffer(partial_o_bytes(capacity, group, head_dim));
   partial_lse = detail::DeviceBuffer(partial_lse_bytes(capacity, group));
+  if (new_pruned && !pruned) {  // the scan kept no sketch: build it from the ring as it is
+    const std::size_t entries = heads * static_cast<std::size_t>(opt.mac.ring_capacity);
+    if (sk_codes.bytes() == 0) {
+      sk_codes = detail::DeviceBuffer(entries * static_cast<std::size_t>(head_dim / 2));
+      sk_scale = detail::DeviceBuffer(entries * sizeof(float));
+      sk_c2 = detail::DeviceBuffer(entries * sizeof(float));
+      sk_err = detail::DeviceBuffer(entries * sizeof(float));
+    }
+    pruned = true;
+    MACTUNE_CUDA_CHECK(cudaDeviceSynchronize());  // the ring's fills, on the legacy stream
+    for (int id = 0; id < slots; ++id)
+      if (used[static_cast<std::size_t>(id)] && lengths[static_cast<std::size_t>(id)] > 0)
+        sketch_slots(id, 1);
+  }
+  pruned = new_pruned;
   for (auto& [n, exec] : graphs) cudaGraphExecDestroy(exec);  // they hold the old pointers
   graphs.clear();
   opt.engine = e;
+}
+
+void Session::Impl::sketch_rows(const StepRow* rows, int n) {
+  SketchParams p;
+  p.ring_q = ring_q.get();
+  p.codes = sk_codes.get<std::uint8_t>();
+  p.scale = sk_scale.get<float>();
+  p.c2 = sk_c2.get<float>();
+  p.err = sk_err.get<float>();
+  p.rows = rows;
+  p.n = n;
+  p.q_heads = q_heads;
+  p.capacity = opt.mac.ring_capacity;
+  p.head_dim = head_dim;
+  p.kv_dtype = opt.shape.kv_dtype;
+  MACTUNE_CUDA_CHECK(launch_sketch(p, stream));
+}
+
+void Session::Impl::sketch_slots(int slot, int count) {
+  SketchParams p;
+  p.ring_q = ring_q.get();
+  p.codes = sk_codes.get<std::uint8_t>();
+  p.scale = sk_scale.get<float>();
+  p.c2 = sk_c2.get<float>();
+  p.err = sk_err.get<float>();
+  p.slot = slot;
+  p.slots = count;
+  p.q_heads = q_heads;
+  p.capacity = opt.mac.ring_capacity;
+  p.head_dim = head_dim;
+  p.kv_dtype = opt.shape.kv_dtype;
+  MACTUNE_CUDA_CHECK(launch_sketch(p, stream));
 }
 
 Session::Impl::~Impl() {
@@ -294,6 +348,7 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   p.kv_dtype = s.opt.shape.kv_dtype;
   p.seed = seed;
   MACTUNE_CUDA_CHECK(launch_synthetic(p, s.stream));
+  if (s.pruned) s.sketch_slots(id, 1);
   s.lengths[static_cast<std::size_t>(id)] = len;
 }
 

@@ -146,7 +146,21 @@ void Session::Impl::enqueue(int n, bool capturing) {
     MACTUNE_CUDA_CHECK(launch_prepare(p, n, stream));
   }
   mark();
-  if (mac()) {
+  if (mac() && pruned) {
+    PhaseScope ps(sink, Phase::match, "match_pruned");
+    PrunedMatchParams p;
+    p.ring = ring();
+    p.sketch = PrunedSketch{sk_codes.get<const std::uint8_t>(), sk_scale.get<const float>(),
+                            sk_c2.get<const float>(), sk_err.get<const float>()};
+    p.rows = rows;
+    p.q_ring_in = q_ring.get();
+    p.best = match_best.get<MatchPartial>();
+    p.n = n;
+    p.q_heads = q_heads;
+    p.threshold = static_cast<float>(match_threshold(head_dim, opt.mac.tau));
+    p.min_context = opt.mac.min_context;
+    MACTUNE_CUDA_CHECK(launch_match_pruned(p, head_dim, opt.shape.kv_dtype, stream));
+  } else if (mac()) {
     PhaseScope ps(sink, Phase::match, match->name);
     MatchParams p;
     p.ring = ring();
@@ -243,6 +257,7 @@ void Session::Impl::enqueue(int n, bool capturing) {
     p.rectify = opt.mac.rectify;
     p.subtract_guard = static_cast<float>(opt.mac.subtract_guard);
     MACTUNE_CUDA_CHECK(merge->launch(p, stream));
+    if (mac() && pruned) sketch_rows(rows, n);  // the entries the merge just wrote
   }
   mark();
   record(ev_stop, capturing);

@@ -198,6 +198,42 @@ TEST(SessionCuda, IdentityPageTableGivesTheSameAnswer) {
   }
 }
 
+// match_mode = pruned decides as the scan (hit, position, first attended token) on the same
+// prefill and steps, so the outputs are the same bit for bit; graphs replay the sketch kernel.
+TEST(SessionCuda, PrunedMatchGivesTheScansAnswer) {
+  MACTUNE_REQUIRE_GPU();
+  SessionOptions scan = options(true);
+  SessionOptions pruned = scan;
+  pruned.engine.match_mode = "pruned";
+  Session a(scan), b(pruned);
+  const std::vector<int> ids = add_prefilled(a);
+  ASSERT_EQ(add_prefilled(b), ids);
+  Inputs in(scan.shape, scan.mac.band, 9);
+  long long hits = 0;
+  for (int t = 0; t < 40; ++t) {
+    std::vector<float> q, k, v, q1, k1, v1;
+    for (int id : ids) {
+      in.next(id, q1, k1, v1);
+      q.insert(q.end(), q1.begin(), q1.end());
+      k.insert(k.end(), k1.begin(), k1.end());
+      v.insert(v.end(), v1.begin(), v1.end());
+    }
+    const Session::Result ra = a.step(ids, q, k, v);
+    const Session::Result& rb = b.step(ids, q, k, v);
+    ASSERT_EQ(ra.decisions.size(), rb.decisions.size());
+    for (std::size_t h = 0; h < ra.decisions.size(); ++h) {
+      const HeadDecision &x = ra.decisions[h], &y = rb.decisions[h];
+      ASSERT_TRUE(x.eligible == y.eligible && x.hit == y.hit && x.p == y.p && x.start == y.start)
+          << "step " << t << " head " << h << ": scan hit " << x.hit << " p " << x.p
+          << ", pruned hit " << y.hit << " p " << y.p;
+      hits += x.hit;
+    }
+    EXPECT_EQ(std::memcmp(ra.out.data(), rb.out.data(), ra.out.size() * sizeof(float)), 0)
+        << "step " << t;
+  }
+  EXPECT_GT(hits, 0) << "no hit exercised";
+}
+
 // A new engine config (finer or coarser split-KV, another budget, graphs off) on the same
 // prefilled session gives the same answer up to fp32 summation order.
 TEST(SessionCuda, SetEngineKeepsTheCacheAndTheAnswer) {

@@ -36,6 +36,9 @@ struct SynthCase {
   double natural_hits = 0.0;  // share of heads whose query repeats a ring entry's q~ exactly
   int steps = 1;
   cuda::EngineConfig engine;
+  // At step switch_at (>= 0), set_engine(switch_engine) before the step runs.
+  int switch_at = -1;
+  cuda::EngineConfig switch_engine;
 };
 
 struct SynthOutcome {
@@ -92,6 +95,11 @@ inline SynthOutcome run_synthetic(const SynthCase& c) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (int t = 0; t < c.steps; ++t) {
+    if (t == c.switch_at) {
+      cuda::EngineConfig e = c.switch_engine;
+      e.poison = true;
+      s.set_engine(e);
+    }
     std::vector<float> q, k, v;
     for (int b = 0; b < c.batch; ++b) {
       const SyntheticOracle::Request& r = oracle.request(ids[static_cast<std::size_t>(b)]);
@@ -140,7 +148,11 @@ inline SynthOutcome run_synthetic(const SynthCase& c) {
                       << " p " << b.p << " start " << b.start << " d2 " << b.d2;
         return res;
       }
-      const bool probe_miss = c.engine.match.find("_p1_") != std::string::npos && !b.hit;
+      const bool probe_miss = (c.engine.match.find("_p1_") != std::string::npos ||
+                               c.engine.match_mode == "pruned" ||
+                               (t >= c.switch_at && c.switch_at >= 0 &&
+                                c.switch_engine.match_mode == "pruned")) &&
+                              !b.hit;
       if (b.eligible && std::isfinite(b.d2) && !probe_miss && !c.forced.enabled)
         EXPECT_NEAR(a.d2, b.d2, 1e-4 * std::max(1.0f, std::abs(b.d2)) + 1e-3)
             << c.name << " head " << h;

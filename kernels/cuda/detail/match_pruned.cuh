@@ -14,9 +14,10 @@
 // any summation order of nonnegative terms), so the head's MatchPartial decides as the scan's
 // does (detail/decide.h); `bound` is the threshold when a candidate was ruled out.
 //
-// Bytes: a candidate costs D/2 + 12 bytes instead of 2 D, plus 2 D for a survivor. Not yet
-// wired into the CUDA session (the ring write would maintain the sketch, as Ring::write_q does
-// on the CPU); tests/cuda/test_match_pruned.cu checks it against a host reference.
+// Bytes: a candidate costs D/2 + 12 bytes instead of 2 D, plus 2 D for a survivor. The session
+// runs it for `match_mode = pruned` (nearest and newest picks; `normalized` scans) and keeps the
+// sketch current with quantize_entry below (the sketch kernel, match_pruned.cu); tests/cuda/test_match_pruned.cu
+// checks it against a host reference, tests/simt/test_simt_pruned.cpp the whole step.
 #pragma once
 
 #include <cstdint>
@@ -27,30 +28,50 @@
 namespace mactune::cuda {
 
 inline constexpr int kPrunedThreads = 128;
-inline constexpr int kPrunedMaxCapacity = 4096;  // ring capacity a CTA's survivor list holds
-
-struct PrunedSketch {
-  const std::uint8_t* codes = nullptr;  // [slots, q_heads, K, D/2]
-  const float* scale = nullptr;         // [slots, q_heads, K]
-  const float* c2 = nullptr;
-  const float* err = nullptr;
-};
-
-struct PrunedMatchParams {
-  RingBuffers ring;  // q [slots, q_heads, K, D] (16-bit KV dtype), pos [slots, K], lse
-  PrunedSketch sketch;
-  const StepRow* rows = nullptr;
-  const void* q_ring_in = nullptr;    // [n, q_heads, D] this step's q~
-  MatchPartial* best = nullptr;       // [n, q_heads]
-  std::int32_t* rows_read = nullptr;  // [n, q_heads] rows read in full (optional)
-  std::int32_t n = 0, q_heads = 0;
-  float threshold = 0.0f;  // 2 D (1 - tau)^2 in fp32, as MatchParams (the scan compares in fp32)
-  std::int32_t min_context = 0;
-};
 
 }  // namespace mactune::cuda
 
 namespace mactune::cuda::detail {
+
+// prune::quantize for one stored ring entry (D values of the 16-bit type S), in the same order
+// with the same roundings: codes, scale, c2 and err equal the CPU engine's bit for bit.
+template <class S>
+__device__ void quantize_entry(const S* x, int D, std::uint8_t* codes, float* scale, float* c2,
+                               float* err) {
+  namespace pr = ::mactune::cpu::prune;
+  double amax = 0.0;
+  bool finite = true;
+  for (int i = 0; i < D; ++i) {
+    const float v = to_float(x[i]);
+    finite = finite && isfinite(v);
+    amax = fmax(amax, fabs(static_cast<double>(v)));
+  }
+  const float s = finite ? static_cast<float>(amax / pr::kLevels) : 0.0f;
+  const int H = D / 2;
+  double e2 = 0.0, csum = 0.0;
+  for (int i = 0; i < D; ++i) {
+    const double v = to_float(x[i]);
+    int ci = 0;
+    if (s > 0.0f) ci = static_cast<int>(lround(v / s));
+    ci = min(max(ci, -pr::kLevels), pr::kLevels);
+    const double r = v - static_cast<double>(s) * ci;
+    e2 += r * r;
+    csum += static_cast<double>(ci) * ci;
+    const unsigned nibble = static_cast<unsigned>(ci + 8);
+    if (i < H)
+      codes[i] = static_cast<std::uint8_t>(nibble);
+    else
+      codes[i - H] = static_cast<std::uint8_t>(codes[i - H] | (nibble << 4));
+  }
+  *scale = s;
+  *c2 = static_cast<float>(csum);
+  if (!finite) {
+    *err = __builtin_huge_valf();  // no bound: the row is always read
+  } else {
+    const float e = static_cast<float>(sqrt(e2) * (1.0 + pr::kSlop));
+    *err = e == 0.0f ? 0.0f : nextafterf(e, __builtin_huge_valf());
+  }
+}
 
 // prune::e_lo, root_for and reaches for the device (same constants, same inequalities).
 __device__ __forceinline__ bool pruned_reaches(double q2, double qsum, double dot_err, double l1,

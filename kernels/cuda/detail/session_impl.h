@@ -93,6 +93,10 @@ struct Session::Impl {
 
   detail::DeviceBuffer k_pool, v_pool, page_table;
   detail::DeviceBuffer ring_q, ring_o, ring_lse, ring_pos;
+  // match_mode = pruned: each ring entry's 4-bit sketch (params.h), written after every ring
+  // write while `pruned` holds, rebuilt from the ring when the engine switches to it.
+  detail::DeviceBuffer sk_codes, sk_scale, sk_c2, sk_err;
+  bool pruned = false;
   detail::DeviceBuffer q_ring, q_rot, match_partials, match_best, counters;
   detail::DeviceBuffer spans, merge_plan, items, dispatch, work_counter, partial_o, partial_lse;
   detail::DeviceBuffer in_block, out_block;
@@ -125,6 +129,10 @@ struct Session::Impl {
   void check_id(int id) const;
   KvCache kv_cache() const;
   RingBuffers ring() const;
+  // The sketch of ring entries (pruned only): the step's rows, or every entry of slots
+  // [slot, slot + count).
+  void sketch_rows(const StepRow* rows, int n);
+  void sketch_slots(int slot, int count);
   bool mac() const { return opt.mac_enabled; }
 
   // Stages the inputs in pinned memory and enqueues the step (graph or direct). With

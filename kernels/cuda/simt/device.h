@@ -152,6 +152,10 @@ inline float __fdividef(float a, float b) {
 inline float rsqrtf(float x) {
   return 1.0f / std::sqrt(x);
 }
+// CUDA's overloads for float and double in the global namespace (the pruned match's bound and
+// sketch): the host's, exactly (IEEE operations and correctly rounded in both).
+using std::isfinite;
+using std::lround;
 inline int min(int a, int b) {
   return a < b ? a : b;
 }

@@ -90,6 +90,7 @@ struct Shadow {
   std::uint16_t w_tid = 0, r_tid = 0;
   std::uint32_t w_ws = 0, r_ws = 0;
   std::uint32_t inflight = 0;
+  bool w_atomic = false;  // the last write was an atomic (atomics do not race with atomics)
   const void* w_pc = nullptr;
   const void* r_pc = nullptr;
   const void* f_pc = nullptr;
@@ -167,9 +168,11 @@ void leave_with_fatal();
 // ---- Device memory and the shared-memory shadow (runtime_memory.cpp).
 bool shared_range(std::uintptr_t a, std::size_t& index);
 bool is_shared(std::uintptr_t a);
-// A kernel access (or the runtime's on a lane's behalf) of n shared bytes at a.
+// A kernel access (or the runtime's on a lane's behalf) of n shared bytes at a. An atomic is a
+// write that reads the bytes first; two atomics of one interval do not race (the hardware
+// orders them), an atomic and a plain access do.
 void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const void* pc,
-                   bool check_inflight = true);
+                   bool check_inflight = true, bool atomic = false);
 Alloc* find_alloc(std::uintptr_t a, std::size_t n);
 // A cp.async copy lands: its 16 bytes written into shared memory on the lane's behalf.
 void land(Thread& t, const Copy& c);

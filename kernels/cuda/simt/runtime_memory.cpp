@@ -45,7 +45,7 @@ void shared_bounds_check(const Thread& t, std::uintptr_t a, std::size_t n, const
 }
 
 void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const void* pc,
-                   bool check_inflight) {
+                   bool check_inflight, bool atomic) {
   if (g_stats) (write ? g_stats->shared_written : g_stats->shared_read) += n;
   if (!g_options.checks) return;
   shared_bounds_check(t, a, n, pc);
@@ -62,6 +62,10 @@ void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const
                  (write ? "" : ": the read sees stale bytes"));
     }
     const bool written = s.w_iv >= g_block_iv0;
+    if (atomic && !written)
+      report(Check::uninit_shared, pc, nullptr,
+             thread_name(t.tid) + " updates (atomic) shared bytes no thread wrote since the " +
+                 "block began, at " + site(pc));
     if (!write) {
       if (!written) {
         report(Check::uninit_shared, pc, nullptr,
@@ -82,7 +86,8 @@ void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const
         s.r_tid = kManyReaders;
       }
     } else {
-      if (s.w_iv == g_iv && written && !ordered(s.w_tid, s.w_ws, t)) {
+      if (s.w_iv == g_iv && written && !ordered(s.w_tid, s.w_ws, t) &&
+          !(atomic && s.w_atomic)) {
         report(Check::shared_race, s.w_pc, pc,
                "write-after-write race: " + thread_name(s.w_tid) + " wrote at " + site(s.w_pc) +
                    ", " + thread_name(t.tid) + " writes at " + site(pc) +
@@ -100,6 +105,7 @@ void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const
       s.w_tid = static_cast<std::uint16_t>(t.tid);
       s.w_ws = t.ws;
       s.w_pc = pc;
+      s.w_atomic = atomic;
       s.r_iv = 0;
     }
   }
@@ -210,7 +216,7 @@ void atomic_access(void* p, std::size_t n, const void* pc) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   if (g_stats) ++g_stats->atomic_ops;
   if (is_shared(a)) {
-    shared_access(t, a, n, true, pc);
+    shared_access(t, a, n, true, pc, true, true);
     return;
   }
   global_access(&t, a, n, false, pc);
