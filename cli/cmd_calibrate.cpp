@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/field_flags.h"
 #include "cli/registry.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
@@ -30,13 +31,21 @@ struct CalibrateArgs {
   std::vector<int> ring_capacities{512};
   std::vector<int> bands{256};
   std::vector<double> taus = replay::default_calibration_taus();
-  std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
-  int min_context = 0;
+  MacParams mac = calibrate_base();  // every other MAC setting (one value each)
+  std::string kv_dtype = "f32";
   std::vector<double> accept_eps{1.0};
   std::string engine = std::string(name_of(replay::default_replay_engine()));
   int threads = 0;
   std::optional<double> rope_theta;
   std::string output, db, json;
+  FieldFlags flags;  // the MAC settings' flags, from MacParams' field table
+
+  // MacParams' defaults but min_context 0: a trace calibrates from its first step.
+  static MacParams calibrate_base() {
+    MacParams m;
+    m.min_context = 0;
+    return m;
+  }
 };
 
 std::string budget_text(double x) {
@@ -107,10 +116,7 @@ void run_calibrate(const CalibrateArgs& a) {
   for (const auto& t : traces) ptrs.push_back(&t);
 
   replay::CalibrationOptions opt;
-  opt.base.mac.pick = parse_enum<PickRule>(a.pick);
-  opt.base.mac.min_context = a.min_context;
-  opt.base.mac.summary_dtype = parse_dtype(a.summary_dtype);
-  opt.base.mac.rectify = parse_enum<Rectify>(a.rectify);
+  opt.base.mac = a.mac;
   opt.accept_eps = a.accept_eps;
   opt.base.kv_dtype = parse_dtype(a.kv_dtype);
   opt.base.engine = parse_enum<replay::ReplayEngine>(a.engine);
@@ -188,20 +194,16 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "Schedule file to write (YAML)")->required();
   cmd->add_option("--layers", a->layers, "Layers (default: every layer of any trace)")
       ->delimiter(',');
-  cmd->add_option("--K", a->ring_capacities, "Ring capacities to try")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--r", a->bands, "Bands to try")->delimiter(',')->capture_default_str();
-  cmd->add_option("--taus,--tau", a->taus, "Taus to try")->delimiter(',')->capture_default_str();
-  cmd->add_option("--pick", a->pick, "nearest | newest | normalized")->capture_default_str();
-  cmd->add_option("--min-context", a->min_context, "MAC starts at m >= min_context")
-      ->capture_default_str();
-  cmd->add_option("--summary-dtype", a->summary_dtype, "f32 | bf16")->capture_default_str();
-  cmd->add_option("--rectify", a->rectify, "forward | subtract")->capture_default_str();
+  // The MAC settings are the rows of MacParams' field table (cli/field_flags.h): K, r, tau and
+  // accept_eps take the lists to try, every other row one value, each read and checked by its
+  // row; a new MAC setting is a flag here with no code.
+  a->flags.add_list<MacParams>(*cmd, "K", a->ring_capacities, "MAC settings", " (values to try)");
+  a->flags.add_list<MacParams>(*cmd, "r", a->bands, "MAC settings", " (values to try)");
+  a->flags.add_list<MacParams>(*cmd, "tau", a->taus, "MAC settings", " (values to try)", "--taus");
+  a->flags.add_list<MacParams>(*cmd, "accept_eps", a->accept_eps, "MAC settings",
+                               " (values to try)");
+  a->flags.add(*cmd, a->mac, "mac", "MAC settings", {"K", "r", "tau", "accept_eps"});
   cmd->add_option("--kv-dtype", a->kv_dtype, "f32 | bf16 | f16")->capture_default_str();
-  cmd->add_option("--accept-eps", a->accept_eps, "Acceptance-gate eps values to try (1: off)")
-      ->delimiter(',')
-      ->capture_default_str();
   cmd->add_option("--engine", a->engine, "cpu | ref")->capture_default_str();
   cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
   cmd->add_option("--rope-theta", a->rope_theta, "RoPE base (default: each trace's metadata)");

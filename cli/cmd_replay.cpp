@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/field_flags.h"
 #include "cli/registry.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
@@ -26,14 +27,21 @@ struct ReplayArgs {
   std::vector<int> ring_capacities{512};
   std::vector<int> bands{256};
   std::vector<double> taus{0.45};
-  std::string pick = "nearest", summary_dtype = "f32", rectify = "forward", kv_dtype = "f32";
-  int min_context = 0;
-  double accept_eps = 1.0;
+  MacParams mac = replay_base();  // every other MAC setting (one value each)
+  std::string kv_dtype = "f32";
   std::string engine = std::string(name_of(replay::default_replay_engine()));
   int threads = 0;
   bool baseline = false;
   std::optional<double> rope_theta;
   std::string json, db;
+  FieldFlags flags;  // the MAC settings' flags, from MacParams' field table
+
+  // MacParams' defaults but min_context 0: a trace replays from its first step.
+  static MacParams replay_base() {
+    MacParams m;
+    m.min_context = 0;
+    return m;
+  }
 };
 
 std::string fmt(const char* f, double x) {
@@ -79,14 +87,10 @@ void run_replay(const ReplayArgs& a) {
     for (int r : a.bands)
       for (double tau : a.taus) {
         replay::ReplaySettings s;
+        s.mac = a.mac;
         s.mac.ring_capacity = K;
         s.mac.band = r;
         s.mac.tau = tau;
-        s.mac.pick = parse_enum<PickRule>(a.pick);
-        s.mac.min_context = a.min_context;
-        s.mac.summary_dtype = parse_dtype(a.summary_dtype);
-        s.mac.rectify = parse_enum<Rectify>(a.rectify);
-        s.mac.accept_eps = a.accept_eps;
         s.kv_dtype = parse_dtype(a.kv_dtype);
         MACTUNE_REQUIRE(
             s.kv_dtype == DType::f32 || s.kv_dtype == DType::bf16 || s.kv_dtype == DType::f16,
@@ -150,25 +154,14 @@ void add_replay(CLI::App& app) {
       ->required();
   cmd->add_option("--layers", a->layers, "Layers to replay (default: every layer in the trace)")
       ->delimiter(',');
-  cmd->add_option("--K", a->ring_capacities, "Ring capacity K (a list sweeps)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--r", a->bands, "Band r: tokens always recomputed (a list sweeps)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--tau", a->taus, "Match threshold tau; >= 1 disables hits (a list sweeps)")
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--pick", a->pick, "nearest | newest | normalized")->capture_default_str();
-  cmd->add_option("--min-context", a->min_context,
-                  "Steps with m < min_context are misses that still write the ring")
-      ->capture_default_str();
-  cmd->add_option("--summary-dtype", a->summary_dtype, "Ring summary storage: f32 | bf16")
-      ->capture_default_str();
-  cmd->add_option("--rectify", a->rectify, "forward | subtract")->capture_default_str();
+  // The MAC settings are the rows of MacParams' field table (cli/field_flags.h): K, r and tau
+  // take lists (their cross product is swept), every other row one value, each read and
+  // checked by its row; a new MAC setting is a flag here with no code.
+  a->flags.add_list<MacParams>(*cmd, "K", a->ring_capacities, "MAC settings");
+  a->flags.add_list<MacParams>(*cmd, "r", a->bands, "MAC settings");
+  a->flags.add_list<MacParams>(*cmd, "tau", a->taus, "MAC settings");
+  a->flags.add(*cmd, a->mac, "mac", "MAC settings", {"K", "r", "tau"});
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f32 | bf16 | f16")
-      ->capture_default_str();
-  cmd->add_option("--accept-eps", a->accept_eps, "Acceptance gate: keep a hit only if alpha < eps")
       ->capture_default_str();
   cmd->add_option("--engine", a->engine, "cpu (the CPU engine, f32) | ref (the fp64 reference)")
       ->capture_default_str();

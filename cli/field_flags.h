@@ -7,7 +7,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,10 +21,13 @@ namespace mactune::cli {
 
 class FieldFlags {
  public:
-  // Adds a flag for every field of S, writing into `target` (which must outlive the command).
+  // Adds a flag for every field of S but `skip`, writing into `target` (which must outlive the
+  // command).
   template <Described S>
-  void add(CLI::App& cmd, S& target, std::string_view prefix, std::string_view group) {
+  void add(CLI::App& cmd, S& target, std::string_view prefix, std::string_view group,
+           std::initializer_list<std::string_view> skip = {}) {
     for (const Field<S>& f : fields_of<S>()) {
+      if (std::find(skip.begin(), skip.end(), f.name) != skip.end()) continue;
       std::string flag = "--" + dashed(f.name);
       if (cmd.get_option_no_throw(flag) != nullptr)
         flag = "--" + std::string(prefix) + "-" + dashed(f.name);
@@ -44,6 +49,37 @@ class FieldFlags {
       flags_.push_back({std::string(group), flag, f.type == FieldType::boolean,
                         [&target, &f] { return f.text_of(target); }, o});
     }
+  }
+
+  // `--name V1,V2,...` for the field `name` of S: the values a command sweeps, each read and
+  // checked by the field (type, range, choices), into `values` (its defaults shown in the
+  // help). `also` adds other spellings of the flag ("--taus").
+  template <Described S, class T>
+  void add_list(CLI::App& cmd, std::string_view name, std::vector<T>& values,
+                std::string_view group, std::string_view help_suffix = " (a list sweeps)",
+                std::string_view also = "") {
+    const Field<S>* f = find_field<S>(name);
+    MACTUNE_CHECK(f != nullptr, "no field '", name, "' in the table");
+    const std::string flag = "--" + dashed(f->name);
+    std::string shown;
+    for (const T& v : values) shown += (shown.empty() ? "" : ",") + f->text(detail::to_scalar(v));
+    auto set = [&values, f, flag](const std::vector<std::string>& texts) {
+      values.clear();
+      for (const std::string& text : texts) {
+        try {
+          values.push_back(detail::from_scalar<T>(f->parse(text)));
+        } catch (const InputError& e) {
+          input_error(flag, ": ", e.what());
+        }
+      }
+    };
+    CLI::Option* o = cmd.add_option_function<std::vector<std::string>>(
+                            also.empty() ? flag : std::string(also) + "," + flag, set,
+                            std::string(f->help) + std::string(help_suffix))
+                         ->delimiter(',')
+                         ->default_str(shown)
+                         ->type_name(type_name(*f));
+    o->group(std::string(group));
   }
 
   // The flags of `group` with their current values, as a command line would give them.

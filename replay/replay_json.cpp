@@ -1,7 +1,10 @@
 // JSON of replay and calibration results: the documents `mactune replay --json` and
 // `mactune calibrate --json` write (and mactune.replay / mactune.calibrate return in Python).
+#include <variant>
+
 #include <nlohmann/json.hpp>
 
+#include "kernels/fields.h"
 #include "replay/calibrate.h"
 #include "replay/replay.h"
 
@@ -20,6 +23,12 @@ ordered_json error_json(const ErrorStats& e) {
           {"pairs", e.count}};
 }
 
+// Every MAC setting under its name (MacParams' field table: K, r, tau, ...), typed.
+void add_mac(ordered_json& e, const MacParams& mac) {
+  for (const Field<MacParams>& row : fields_of<MacParams>())
+    std::visit([&](const auto& v) { e[std::string(row.name)] = v; }, row.get(mac));
+}
+
 // One point's settings and figures: an entry of `layers` in both documents.
 ordered_json point_json(const ReplaySettings& settings, const Fidelity& f, double seconds) {
   const MacParams& mac = settings.mac;
@@ -27,14 +36,7 @@ ordered_json point_json(const ReplaySettings& settings, const Fidelity& f, doubl
   e["layer"] = f.layer;
   e["engine"] = settings.engine_label();
   e["instance"] = f.instance;
-  e["K"] = mac.ring_capacity;
-  e["r"] = mac.band;
-  e["tau"] = mac.tau;
-  e["pick"] = name_of(mac.pick);
-  e["min_context"] = mac.min_context;
-  e["summary_dtype"] = dtype_name(mac.summary_dtype);
-  e["rectify"] = name_of(mac.rectify);
-  e["accept_eps"] = mac.accept_eps;
+  add_mac(e, mac);
   e["kv_dtype"] = dtype_name(settings.kv_dtype);
   e["steps"] = f.steps;
   e["eligible_steps"] = f.eligible_steps;
@@ -86,14 +88,9 @@ std::string calibration_json(const std::vector<LayerCalibration>& result,
     l["traces"] = lc.traces;
     l["pick"] = lc.pick >= 0 ? ordered_json(lc.pick) : ordered_json(nullptr);
     const MacParams chosen = lc.chosen(opt);
-    l["chosen"] = {{"K", chosen.ring_capacity},
-                   {"r", chosen.band},
-                   {"tau", chosen.tau},
-                   {"pick", name_of(chosen.pick)},
-                   {"min_context", chosen.min_context},
-                   {"summary_dtype", dtype_name(chosen.summary_dtype)},
-                   {"rectify", name_of(chosen.rectify)},
-                   {"accept_eps", chosen.accept_eps}};
+    ordered_json c = ordered_json::object();
+    add_mac(c, chosen);
+    l["chosen"] = c;
     ordered_json points = ordered_json::array();
     for (const CalibrationPoint& p : lc.points) {
       ordered_json e = point_json(p.settings, p.fidelity, -1);

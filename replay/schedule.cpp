@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "kernels/fields.h"
 #include "kernels/file_io.h"
 #include "kernels/one_line.h"
 #include "kernels/yaml_strict.h"
@@ -72,7 +73,9 @@ struct Reader {
     }
   }
 
-  // MacParams from a mapping, starting from `base`; `extra` keys are allowed (and skipped).
+  // MacParams from a mapping, starting from `base`: every key a row of MacParams' field table
+  // (kernels/fields.h: the names, types, ranges and choices of specs and tables); `extra` keys
+  // are allowed (and skipped).
   MacParams mac(const YAML::Node& n, MacParams base, std::initializer_list<const char*> extra,
                 const std::string& what) const {
     require_map(n, what);
@@ -82,28 +85,19 @@ struct Reader {
       bool is_extra = false;
       for (const char* e : extra) is_extra = is_extra || k == e;
       if (is_extra) continue;
-      if (k == "K")
-        base.ring_capacity = get<int>(v, k, "an integer");
-      else if (k == "r")
-        base.band = get<int>(v, k, "an integer");
-      else if (k == "tau")
-        base.tau = get<double>(v, k, "a number");
-      else if (k == "min_context")
-        base.min_context = get<int>(v, k, "an integer");
-      else if (k == "accept_eps")
-        base.accept_eps = get<double>(v, k, "a number");
-      else if (k == "subtract_guard")
-        base.subtract_guard = get<double>(v, k, "a number");
-      else if (k == "pick")
-        base.pick = parse(v, k, [](const std::string& s) { return parse_enum<PickRule>(s); });
-      else if (k == "rectify")
-        base.rectify = parse(v, k, [](const std::string& s) { return parse_enum<Rectify>(s); });
-      else if (k == "summary_dtype")
-        base.summary_dtype = parse(v, k, [](const std::string& s) { return parse_dtype(s); });
-      else
-        fail(kv.first, "unknown key '" + k + "' in " + what +
-                           " (expected K, r, tau, pick, min_context, summary_dtype, rectify, "
-                           "accept_eps, subtract_guard)");
+      const Field<MacParams>* f = find_field<MacParams>(k);
+      if (f == nullptr) {
+        std::string names;
+        for (const Field<MacParams>& row : fields_of<MacParams>())
+          names += (names.empty() ? "" : ", ") + std::string(row.name);
+        fail(kv.first, "unknown key '" + k + "' in " + what + " (expected " + names + ")");
+      }
+      if (!v.IsScalar()) fail(v, k + " must be a single value");
+      try {
+        f->assign(base, v.Scalar());
+      } catch (const InputError& e) {
+        fail(v, e.what());  // "K: expected a number, got 'many'"
+      }
     }
     if (const std::string why = validate(base); !why.empty()) fail(n, what + ": " + why);
     return base;
@@ -226,17 +220,13 @@ std::string quoted(const std::string& s) {  // a YAML double-quoted scalar
   return out + "\"";
 }
 
+// Every row of MacParams' field table, in table order, as the reader takes it back.
 void write_mac(std::ostream& o, const MacParams& p, const char* indent) {
-  o << indent << "K: " << p.ring_capacity << "\n"
-    << indent << "r: " << p.band << "\n"
-    << indent << "tau: " << num(p.tau) << "\n"
-    << indent << "pick: " << name_of(p.pick) << "\n"
-    << indent << "min_context: " << p.min_context << "\n"
-    << indent << "summary_dtype: " << dtype_name(p.summary_dtype) << "\n"
-    << indent << "rectify: " << name_of(p.rectify) << "\n"
-    << indent << "accept_eps: " << num(p.accept_eps) << "\n";
-  if (p.rectify == Rectify::subtract)
-    o << indent << "subtract_guard: " << num(p.subtract_guard) << "\n";
+  for (const Field<MacParams>& f : fields_of<MacParams>()) {
+    const Scalar v = f.get(p);
+    o << indent << f.name << ": "
+      << (std::holds_alternative<double>(v) ? num(std::get<double>(v)) : f.text(v)) << "\n";
+  }
 }
 
 }  // namespace

@@ -8,16 +8,19 @@
 //   default: {K: 512, r: 256, tau: 1.0}      # optional: layers not listed (tau >= 1: MAC off)
 //   layers:
 //     - layer: 2
-//       K: 512
+//       K: 512                   # every key optional: MacParams defaults otherwise
 //       r: 256
 //       tau: 0.9
-//       pick: nearest            # optional from here on: MacParams defaults otherwise
-//       min_context: 0
 //       summary_dtype: f32
+//       pick: nearest
 //       rectify: forward
 //       accept_eps: 1.0
+//       min_context: 0
+//       subtract_guard: 0.0001
 //       measured: {hit_rate: 0.41, skip_ratio: 0.17, rel_err_p99: 0.008, ...}   # informational
 //
+// The settings' keys, types, ranges and choices are the rows of MacParams' field table
+// (kernels/fields.h), read and written in table order: a new row is a new key here.
 // A layer whose tau is >= 1 never hits: the decoder may run it as plain full attention.
 // Unknown keys, wrong types, duplicate layers and invalid settings are errors naming the line.
 #pragma once

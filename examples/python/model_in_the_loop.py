@@ -107,7 +107,7 @@ def run_gguf(a, texts, settings):
         runner = fidelity.Runner(model, win, a.kv_dtype, a.threads)
         for mac in settings:
             row = runner.run(mac, a.min_context)
-            row.update({"K": mac.ring_capacity, "r": mac.band, "tau": mac.tau,
+            row.update({"K": mac.K, "r": mac.r, "tau": mac.tau,
                         "accept_eps": mac.accept_eps, "min_context": a.min_context,
                         "text": str(path_)})
             rows.append(row)
@@ -139,7 +139,7 @@ def main():
     a = ap.parse_args()
     texts = [(t, a.offset) for t in a.text] if a.text else [
         (p, o) for p, o in DEFAULT_TEXTS if p.exists()]
-    settings = [mactune.MacParams(ring_capacity=K, band=r, tau=t, min_context=a.min_context,
+    settings = [mactune.MacParams(K=K, r=r, tau=t, min_context=a.min_context,
                                   accept_eps=a.accept_eps)
                 for K in a.K for r in a.r for t in a.taus]
     if a.model is not None and (str(a.model) == "smollm2" or a.model.suffix == ".gguf"):

@@ -2,7 +2,7 @@
 //
 // One struct per family. Each is a structural type, so the same value is a runtime record (the
 // registry, the database, dispatch tables) and a template argument (`attend_kernel<C>`): the
-// instance grid in kernels/cuda/instances.cmake is written once and both come from it.
+// instance grid in kernels/cuda/instances.txt is written once and both come from it.
 //
 //   attend_cuda_hd128_g4_t64_s2_bf16   split-KV MAC attention over planned work items
 //   full_cuda_hd128_g8_t64_s2_bf16     the full-attention baseline (same pipeline, no masks)
@@ -138,10 +138,13 @@ inline std::string config_string(const MergeConfig& c) {
 }
 
 // Parses a canonical name back into its config (nullopt when it is not one); name(parse(n)) == n.
-std::optional<AttendConfig> parse_attend_name(std::string_view name);
-std::optional<FullConfig> parse_full_name(std::string_view name);
-std::optional<MatchConfig> parse_match_name(std::string_view name);
-std::optional<MergeConfig> parse_merge_name(std::string_view name);
+// constexpr: the generated instance tags take their configs from their names
+// (`static constexpr AttendConfig config = parse_attend_name("attend_cuda_...").value()`), so
+// the grammar is this one.
+constexpr std::optional<AttendConfig> parse_attend_name(std::string_view name);
+constexpr std::optional<FullConfig> parse_full_name(std::string_view name);
+constexpr std::optional<MatchConfig> parse_match_name(std::string_view name);
+constexpr std::optional<MergeConfig> parse_merge_name(std::string_view name);
 
 }  // namespace mactune::cuda
 
@@ -150,7 +153,7 @@ std::optional<MergeConfig> parse_merge_name(std::string_view name);
 namespace mactune::cuda::detail {
 
 // Consumes "<prefix><int>" from the front of s.
-inline bool take_int(std::string_view& s, std::string_view prefix, int& out) {
+constexpr bool take_int(std::string_view& s, std::string_view prefix, int& out) {
   if (s.substr(0, prefix.size()) != prefix) return false;
   s.remove_prefix(prefix.size());
   std::size_t n = 0;
@@ -162,7 +165,7 @@ inline bool take_int(std::string_view& s, std::string_view prefix, int& out) {
   return true;
 }
 
-inline bool take_dtype(std::string_view s, DType& out) {
+constexpr bool take_dtype(std::string_view s, DType& out) {
   for (DType t : {DType::f32, DType::f16, DType::bf16})
     if (s == dtype_name(t)) {
       out = t;
@@ -173,7 +176,7 @@ inline bool take_dtype(std::string_view s, DType& out) {
 
 // "<family>_cuda_hd{D}_g{G}_t{T}_s{S}_{dtype}" for attend and full.
 template <class Config>
-std::optional<Config> parse_tiled(std::string_view name, std::string_view family) {
+constexpr std::optional<Config> parse_tiled(std::string_view name, std::string_view family) {
   Config c{};
   std::string_view s = name;
   if (s.substr(0, family.size()) != family) return std::nullopt;
@@ -189,13 +192,13 @@ std::optional<Config> parse_tiled(std::string_view name, std::string_view family
 
 namespace mactune::cuda {
 
-inline std::optional<AttendConfig> parse_attend_name(std::string_view name) {
+constexpr std::optional<AttendConfig> parse_attend_name(std::string_view name) {
   return detail::parse_tiled<AttendConfig>(name, "attend");
 }
-inline std::optional<FullConfig> parse_full_name(std::string_view name) {
+constexpr std::optional<FullConfig> parse_full_name(std::string_view name) {
   return detail::parse_tiled<FullConfig>(name, "full");
 }
-inline std::optional<MatchConfig> parse_match_name(std::string_view name) {
+constexpr std::optional<MatchConfig> parse_match_name(std::string_view name) {
   MatchConfig c{};
   std::string_view s = name;
   int probe = 0;
@@ -205,7 +208,7 @@ inline std::optional<MatchConfig> parse_match_name(std::string_view name) {
   c.probe = probe == 1;
   return c;
 }
-inline std::optional<MergeConfig> parse_merge_name(std::string_view name) {
+constexpr std::optional<MergeConfig> parse_merge_name(std::string_view name) {
   MergeConfig c{};
   std::string_view s = name;
   if (!detail::take_int(s, "merge_cuda_hd", c.head_dim) || !s.empty()) return std::nullopt;

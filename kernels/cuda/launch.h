@@ -47,6 +47,19 @@ constexpr std::size_t attend_smem_bytes(const AttendConfig& c) {
   const std::size_t pipe = attend_pipeline_bytes(c), scratch = attend_scratch_bytes(c);
   return attend_q_bytes(c) + (pipe > scratch ? pipe : scratch);
 }
+constexpr std::size_t attend_smem_bytes(const FullConfig& c) {
+  return attend_smem_bytes(as_attend(c));
+}
+
+// The shared memory one CTA may have on sm_90 (H100/H200: 227 KB opt-in). The instance grid
+// (grid.h) leaves out the configs over it; the launchers static_assert it.
+inline constexpr std::size_t kMaxSmemPerCta = 227u * 1024u;
+constexpr bool attend_smem_fits(const AttendConfig& c) {
+  return attend_smem_bytes(c) <= kMaxSmemPerCta;
+}
+constexpr bool attend_smem_fits(const FullConfig& c) {
+  return attend_smem_fits(as_attend(c));
+}
 
 // The CTA budget of a split-KV plan: resident CTAs per SM (occupancy) x SMs.
 constexpr std::int32_t attend_budget(int ctas_per_sm, int sms) {

@@ -1,6 +1,6 @@
 // The registry of built CUDA instances: each one's description (describe.h: name, config text,
 // can_implement saying why not, workspace bytes) and, beside it, its config, launcher and
-// occupancy query. The tables are generated at configure time from the grid in instances.cmake
+// occupancy query. The tables are generated at configure time from the grid in instances.txt
 // (filtered by MACTUNE_KERNEL_FILTER); this header and registry.cpp are the hand-written half.
 #pragma once
 

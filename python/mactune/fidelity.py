@@ -6,7 +6,7 @@ m >= start that a serving engine would decode with MAC.
     model = inloop.Model.from_gguf(gguf_llama.find_smollm2())
     win = fidelity.window(model, "prose", fidelity.default_paths("prose"), 0, 4096)
     run = fidelity.Runner(model, win)
-    row = run.run(mactune.MacParams(ring_capacity=512, band=256, tau=0.75), start=1024)
+    row = run.run(mactune.MacParams(K=512, r=256, tau=0.75), start=1024)
     row["kl_mean"], row["top1"], row["skip_ratio"]
 
 Two settings, both teacher-forced (the next token is the text's, not the model's):

@@ -63,7 +63,7 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
 
 
 def mac_params(point: dict) -> mactune.MacParams:
-    return mactune.MacParams(ring_capacity=point["K"], band=point["r"], tau=point["tau"],
+    return mactune.MacParams(K=point["K"], r=point["r"], tau=point["tau"],
                              pick=point["pick"], accept_eps=point["accept_eps"])
 
 

@@ -239,7 +239,7 @@ class EngineAttention:
         elif mac is None:
             mac = self.mac
         shape = mactune.Problem(batch=1, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim,
-                                kv_dtype=self.kv_dtype, page_size=16)
+                                dtype=self.kv_dtype, page_size=16)
         return mactune.cpu.Session(
             shape=shape, mac=mac or mactune.MacParams(), mac_enabled=mac is not None,
             rope_theta=self.theta, max_context=max(16, -(-max_context // 16) * 16),
@@ -333,7 +333,7 @@ def evaluate(model: Model, tokens: Sequence[int], settings: Sequence[mactune.Mac
     for mac in settings:
         att = EngineAttention(theta, mac, kv_dtype, threads)
         got = model.forward(tokens, att)
-        row: Dict[str, object] = {"K": mac.ring_capacity, "r": mac.band, "tau": mac.tau,
+        row: Dict[str, object] = {"K": mac.K, "r": mac.r, "tau": mac.tau,
                                   "accept_eps": mac.accept_eps, "min_context": mac.min_context}
         row.update(pooled(att.stats))
         row.update(compare(ref, got, tokens))

@@ -119,16 +119,11 @@ void bind_cpu(nb::module_& m) {
   {
     nb::class_<cpu::EngineConfig> c(m, "EngineConfig",
                                     "CPU launch parameters (not part of instance names).");
-    Fields<cpu::EngineConfig>(c)
-        .add("chunk_tokens", &cpu::EngineConfig::chunk_tokens, "minimum tokens per work item")
-        .add("block_rows", &cpu::EngineConfig::block_rows, "KV rows per inner block, 1..128")
-        .add("threads", &cpu::EngineConfig::threads, "worker threads; 0 = all logical CPUs")
-        .add("isa", &cpu::EngineConfig::isa, "'auto' | 'avx512' | 'avx2' | 'generic'")
-        .finish("EngineConfig");
+    Fields<cpu::EngineConfig>(c, "EngineConfig").table().finish();
   }
   {
     nb::class_<cpu::SessionOptions> c(m, "SessionOptions", "Options of a CPU decode session.");
-    Fields<cpu::SessionOptions>(c)
+    Fields<cpu::SessionOptions>(c, "SessionOptions")
         .add("shape", &cpu::SessionOptions::shape, "Problem; shape.batch = request slots")
         .add("mac", &cpu::SessionOptions::mac, "MacParams")
         .add("mac_enabled", &cpu::SessionOptions::mac_enabled,
@@ -137,7 +132,7 @@ void bind_cpu(nb::module_& m) {
         .add("forced", &cpu::SessionOptions::forced, "ForcedHits (benchmark mode)")
         .add("engine", &cpu::SessionOptions::engine, "EngineConfig")
         .add("max_context", &cpu::SessionOptions::max_context, "KV capacity per request")
-        .finish("SessionOptions");
+        .finish();
     c.def(
         "validate", [](const cpu::SessionOptions& o) { return cpu::validate(o); },
         "'' when the CPU engine takes these options, else one sentence naming the bad value.");

@@ -27,25 +27,17 @@ void bind_cuda(nb::module_& m) {
   {
     nb::class_<cuda::EngineConfig> c(m, "EngineConfig",
                                      "CUDA instances and launch parameters of a session.");
-    Fields<cuda::EngineConfig>(c)
-        .add("attend", &cuda::EngineConfig::attend, "attend instance (MAC); '' = first that fits")
-        .add("full", &cuda::EngineConfig::full, "full-attention instance")
-        .add("match", &cuda::EngineConfig::match, "match instance")
-        .add("merge", &cuda::EngineConfig::merge, "merge instance")
-        .add("min_chunk", &cuda::EngineConfig::min_chunk, "smallest KV chunk of a work item")
-        .add("ctas_per_sm", &cuda::EngineConfig::ctas_per_sm,
-             "split-KV budget per SM; 0 = occupancy")
-        .add("match_candidates", &cuda::EngineConfig::match_candidates,
-             "ring candidates per match CTA; 0 = launch math")
-        .add("graph", &cuda::EngineConfig::graph, "run each step as a CUDA graph")
+    // The table's instances and launch parameters, then the harness switches (not settings).
+    Fields<cuda::EngineConfig>(c, "EngineConfig")
+        .table()
         .add("time_phases", &cuda::EngineConfig::time_phases, "events between the kernels")
         .add("poison", &cuda::EngineConfig::poison, "NaN-fill outputs before each step (tests)")
         .add("device", &cuda::EngineConfig::device, "CUDA device index")
-        .finish("EngineConfig");
+        .finish();
   }
   {
     nb::class_<cuda::SessionOptions> c(m, "SessionOptions", "Options of a CUDA decode session.");
-    Fields<cuda::SessionOptions>(c)
+    Fields<cuda::SessionOptions>(c, "SessionOptions")
         .add("shape", &cuda::SessionOptions::shape, "Problem; shape.batch = request slots")
         .add("mac", &cuda::SessionOptions::mac, "MacParams")
         .add("mac_enabled", &cuda::SessionOptions::mac_enabled, "False: full attention")
@@ -53,7 +45,7 @@ void bind_cuda(nb::module_& m) {
         .add("forced", &cuda::SessionOptions::forced, "ForcedHits (benchmark mode)")
         .add("engine", &cuda::SessionOptions::engine, "EngineConfig")
         .add("max_context", &cuda::SessionOptions::max_context, "KV capacity per request")
-        .finish("SessionOptions");
+        .finish();
   }
   {
     nb::class_<cuda::Session> c(m, "Session",

@@ -2,7 +2,7 @@
 //
 //   d = mactune.Dispatcher("dispatch/cpu-quick.json")        # refused -> one warning, fallback
 //   c = d.select(mactune.Problem(batch=1, q_heads=32, kv_heads=8, head_dim=128), 32768, 0.9)
-//   if c.use_mac: run_mac(c.mac.instance, c.mac.ring_capacity, c.mac.band, c.mac.params)
+//   if c.use_mac: run_mac(c.mac.instance, c.mac.K, c.mac.r, c.mac.params)
 
 #include "dispatcher/catalog.h"
 #include "dispatcher/dispatch.h"
@@ -68,8 +68,22 @@ void bind_dispatch(nb::module_& m) {
       .def("__repr__", [](const FullChoice& f) { return "FullChoice(" + f.instance + ")"; });
   nb::class_<MacChoice>(m, "MacChoice", "MAC-Attention: the instance and its ring settings.")
       .def_ro("instance", &MacChoice::instance, "canonical instance name")
-      .def_ro("ring_capacity", &MacChoice::ring_capacity, "K it was measured with")
-      .def_ro("band", &MacChoice::band, "r it was measured with")
+      .def_ro("K", &MacChoice::ring_capacity, "K it was measured with (the table's mac.K)")
+      .def_ro("r", &MacChoice::band, "r it was measured with (the table's mac.r)")
+      .def_prop_ro(
+          "ring_capacity",
+          [](const MacChoice& c) {
+            warn_renamed("MacChoice", "ring_capacity", "K");
+            return c.ring_capacity;
+          },
+          "Deprecated: K.")
+      .def_prop_ro(
+          "band",
+          [](const MacChoice& c) {
+            warn_renamed("MacChoice", "band", "r");
+            return c.band;
+          },
+          "Deprecated: r.")
       .def_ro("tau", &MacChoice::tau, "tau it was measured with (None: the caller's own)")
       .def_ro("params", &MacChoice::params, "launch parameters not in the name")
       .def(

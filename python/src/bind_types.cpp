@@ -116,17 +116,8 @@ void bind_types(nb::module_& m) {
         m, "Problem",
         "One layer's decode step: q [batch, q_heads, head_dim], KV [.., kv_heads, "
         "head_dim] in pages of page_size tokens.");
-    Fields<Problem>(c)
-        .add("batch", &Problem::batch, "requests in the step (a session: request slots)")
-        .add("q_heads", &Problem::q_heads, "query heads Hq")
-        .add("kv_heads", &Problem::kv_heads, "KV heads Hkv (divides q_heads)")
-        .add("head_dim", &Problem::head_dim, "D")
-        .text(
-            "kv_dtype", [](const Problem& p) { return std::string(dtype_name(p.kv_dtype)); },
-            [](Problem& p, std::string_view s) { p.kv_dtype = parse_dtype(s); },
-            "KV cache storage: 'f32', 'f16' or 'bf16'")
-        .add("page_size", &Problem::page_size, "tokens per KV page")
-        .finish("Problem");
+    // The fields of Problem's table (dtype, as in specs and tables; kv_dtype until 0.x+1).
+    Fields<Problem>(c, "Problem").table().deprecated_alias("kv_dtype", "dtype").finish();
     c.def_prop_ro("group_size", &Problem::group_size, "G = q_heads / kv_heads");
     c.def_prop_ro("scale", &Problem::scale, "softmax scale 1/sqrt(head_dim)");
     c.def(
@@ -137,27 +128,13 @@ void bind_types(nb::module_& m) {
     nb::class_<MacParams> c(m, "MacParams",
                             "MAC-Attention settings of one layer (DESIGN.md section 1); defaults "
                             "are the reference's.");
-    Fields<MacParams>(c)
-        .add("ring_capacity", &MacParams::ring_capacity, "K: ring entries per (request, head)")
-        .add("band", &MacParams::band, "r: tokens always recomputed")
-        .add("tau", &MacParams::tau, "hit iff d^2 < 2 D (1 - tau)^2; tau >= 1 disables hits")
-        .text(
-            "pick", [](const MacParams& p) { return std::string(name_of(p.pick)); },
-            [](MacParams& p, std::string_view s) { p.pick = parse_enum<PickRule>(s); },
-            "'nearest' | 'newest' | 'normalized'")
-        .add("min_context", &MacParams::min_context, "steps with m < min_context are misses")
-        .text(
-            "summary_dtype",
-            [](const MacParams& p) { return std::string(dtype_name(p.summary_dtype)); },
-            [](MacParams& p, std::string_view s) { p.summary_dtype = parse_dtype(s); },
-            "ring summary storage: 'f32' or 'bf16'")
-        .text(
-            "rectify", [](const MacParams& p) { return std::string(name_of(p.rectify)); },
-            [](MacParams& p, std::string_view s) { p.rectify = parse_enum<Rectify>(s); },
-            "'forward' (default) | 'subtract'")
-        .add("accept_eps", &MacParams::accept_eps, "acceptance gate: 1 = off")
-        .add("subtract_guard", &MacParams::subtract_guard, "subtract mode: removal guard")
-        .finish("MacParams");
+    // The fields of MacParams' table: K and r as in specs, tables and the CLI (ring_capacity
+    // and band, the names of earlier releases, warn).
+    Fields<MacParams>(c, "MacParams")
+        .table()
+        .deprecated_alias("ring_capacity", "K")
+        .deprecated_alias("band", "r")
+        .finish();
     c.def(
         "validate", [](const MacParams& p) { return validate(p); },
         "'' when valid, else one sentence naming the bad value.");
@@ -166,39 +143,31 @@ void bind_types(nb::module_& m) {
     nb::class_<LagDistribution> c(m, "LagDistribution",
                                   "lag = m - p of a forced hit: 'fixed' a; 'uniform' in [a, b]; "
                                   "'normal' (mean a, sd b).");
-    Fields<LagDistribution>(c)
+    Fields<LagDistribution>(c, "LagDistribution")
         .text(
             "kind", [](const LagDistribution& l) { return std::string(name_of(l.kind)); },
             [](LagDistribution& l, std::string_view s) { l.kind = parse_enum<LagKind>(s); },
             "'fixed' | 'uniform' | 'normal'")
         .add("a", &LagDistribution::a, "fixed lag, lower bound, or mean")
         .add("b", &LagDistribution::b, "upper bound or standard deviation")
-        .finish("LagDistribution");
+        .finish();
   }
   {
     nb::class_<ForcedHits> c(m, "ForcedHits",
                              "Benchmark mode: an exact hit quota per step; the real match scan "
                              "still runs (kernels/forced.h).");
-    Fields<ForcedHits>(c)
+    // The table's settings, but lag as the bound LagDistribution struct (its text form,
+    // "uniform(1,64)", is the spec's); enabled and seed are not settings (no table rows).
+    Fields<ForcedHits>(c, "ForcedHits")
         .add("enabled", &ForcedHits::enabled, "force the decisions")
-        .add("hit_rate", &ForcedHits::hit_rate, "round(hit_rate x units) units hit per step")
-        .text(
-            "coherence", [](const ForcedHits& f) { return std::string(name_of(f.coherence)); },
-            [](ForcedHits& f, std::string_view s) { f.coherence = parse_enum<Coherence>(s); },
-            "'per-head' | 'per-group'")
+        .table({"lag"})
         .add("lag", &ForcedHits::lag, "LagDistribution of m - p")
-        .text(
-            "quota", [](const ForcedHits& f) { return std::string(name_of(f.quota)); },
-            [](ForcedHits& f, std::string_view s) { f.quota = parse_enum<ForcedQuota>(s); },
-            "'hit-rate' | 'skip-ratio': what the quota fixes per step")
-        .add("skip_ratio", &ForcedHits::skip_ratio,
-             "quota 'skip-ratio': each step skips round(skip_ratio x sum of kv_len) KV tokens")
         .add("seed", &ForcedHits::seed, "draws are pure functions of (seed, step, unit)")
-        .finish("ForcedHits");
+        .finish();
   }
   {
     nb::class_<StepStats> c(m, "StepStats", "Totals of one step (or of a prefill's steps).");
-    Fields<StepStats>(c)
+    Fields<StepStats>(c, "StepStats")
         .add("kv_tokens_read", &StepStats::kv_tokens_read, "sum over groups of kv_len - begin")
         .add("kv_tokens_total", &StepStats::kv_tokens_total, "sum over groups of kv_len")
         .add("head_tokens_read", &StepStats::head_tokens_read, "per query head")
@@ -214,7 +183,7 @@ void bind_types(nb::module_& m) {
         .add("groups_all_hit", &StepStats::groups_all_hit, "")
         .add("groups_mixed", &StepStats::groups_mixed, "")
         .add("groups_all_miss", &StepStats::groups_all_miss, "")
-        .finish("StepStats");
+        .finish();
     c.def_prop_ro("skip_ratio", &StepStats::skip_ratio, "1 - KV tokens read / sum of kv_len");
     c.def_prop_ro("head_skip_ratio", &StepStats::head_skip_ratio, "the same per query head");
     c.def_prop_ro("modeled_bytes", &StepStats::modeled_bytes, "KV + ring read + written");
@@ -228,7 +197,7 @@ void bind_types(nb::module_& m) {
   {
     nb::class_<DeviceFingerprint> c(m, "DeviceFingerprint",
                                     "What a measurement and a dispatch table were taken on.");
-    Fields<DeviceFingerprint>(c)
+    Fields<DeviceFingerprint>(c, "DeviceFingerprint")
         .add("backend", &DeviceFingerprint::backend, "'cpu' or 'cuda'")
         .add("name", &DeviceFingerprint::name, "CPU model or GPU name")
         .add("compute_units", &DeviceFingerprint::compute_units, "logical CPUs or SMs")
@@ -236,7 +205,7 @@ void bind_types(nb::module_& m) {
         .add("arch", &DeviceFingerprint::arch, "'avx512' / 'avx2' / 'generic' or 'sm_90'")
         .add("runtime", &DeviceFingerprint::runtime, "driver / runtime versions")
         .add("threads", &DeviceFingerprint::threads, "worker threads (CPU)")
-        .finish("DeviceFingerprint");
+        .finish();
     c.def("key", &DeviceFingerprint::key, "stable identity");
     c.def("digest", &DeviceFingerprint::digest, "short hex digest of key(): tables' fingerprint");
   }
@@ -245,7 +214,7 @@ void bind_types(nb::module_& m) {
   {
     nb::class_<InstanceDesc> c(m, "InstanceDesc",
                                "One compiled kernel instance, as its engine describes it.");
-    Fields<InstanceDesc>(c)
+    Fields<InstanceDesc>(c, "InstanceDesc")
         .add("name", &InstanceDesc::name, "canonical name")
         .text(
             "backend", [](const InstanceDesc& d) { return std::string(name_of(d.backend)); },
@@ -256,7 +225,7 @@ void bind_types(nb::module_& m) {
             [](InstanceDesc& d, std::string_view s) { d.family = parse_enum<Family>(s); },
             "'mac' | 'full' | 'match' | 'attend' | 'merge'")
         .add("config", &InstanceDesc::config, "the config fields, 'key=value,...'")
-        .finish("InstanceDesc");
+        .finish();
     c.def(
         "can_implement",
         [](const InstanceDesc& d, const Problem& p) {

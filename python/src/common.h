@@ -1,7 +1,8 @@
 // Shared pieces of the Python bindings: arrays seen without copies, arrays handed to Python
-// without copies, and a small field table per bound struct (keyword construction, repr,
-// to_dict), so that each C++ struct is described once here. When the C++ side grows its own
-// field tables (one description per config struct), these tables are derived from them.
+// without copies, and the Python face of each bound struct (attributes, keyword construction,
+// repr, to_dict). A struct with a C++ field table (kernels/fields.h) gets its attributes from
+// that table - the names of specs, tables and the CLI, range-checked on assignment; the others
+// list their members here.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -28,6 +30,7 @@
 #include <vector>
 
 #include "kernels/error.h"
+#include "kernels/fields.h"
 
 namespace mactune::py {
 
@@ -104,13 +107,119 @@ nb::ndarray<nb::numpy, T> numpy_copy(const T* src, std::initializer_list<std::si
 }
 
 // ---- Field tables: one line per member, giving attribute access, keyword construction
-// (`MacParams(tau=0.3, band=64)`; an unknown keyword is an InputError listing the fields),
+// (`MacParams(tau=0.3, r=64)`; an unknown keyword is an InputError listing the fields),
 // repr and to_dict.
+
+// A Python value as a value of field `f` (int, float, bool or str as the field's type says),
+// before f.check(): InputError naming the field and what it got otherwise.
+template <class S>
+Scalar python_scalar(const Field<S>& f, nb::handle v) {
+  const auto refuse = [&](const char* expected) {
+    input_error(f.name, ": expected ", expected, ", got ",
+                nb::cast<std::string>(nb::str(v.type().attr("__name__"))), " ",
+                nb::cast<std::string>(nb::repr(v)));
+  };
+  const bool is_bool = PyBool_Check(v.ptr()), is_int = PyLong_Check(v.ptr()) && !is_bool;
+  switch (f.type) {
+    case FieldType::integer: {
+      if (!is_int) refuse("an integer");
+      std::int64_t x = 0;
+      if (!nb::try_cast(v, x))
+        input_error(f.name, ": ", nb::cast<std::string>(nb::repr(v)), " is out of range");
+      return x;
+    }
+    case FieldType::real:
+      if (!is_int && !PyFloat_Check(v.ptr())) refuse("a number");
+      return nb::cast<double>(v);
+    case FieldType::boolean:
+      if (!is_bool) refuse("True or False");
+      return nb::cast<bool>(v);
+    default:
+      if (!nb::isinstance<nb::str>(v)) refuse("a string");
+      return nb::cast<std::string>(v);
+  }
+}
+
+// Warns (DeprecationWarning) that `old_name` of `type_name` is now `new_name`.
+inline void warn_renamed(const char* type_name, const std::string& old_name,
+                         const std::string& new_name) {
+  const std::string msg = std::string(type_name) + "." + old_name + " is deprecated: use " +
+                          new_name + " (the name specs, tables and the CLI use)";
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, msg.c_str(), 1) != 0) throw nb::python_error();
+}
 
 template <class T>
 class Fields {
  public:
-  explicit Fields(nb::class_<T>& cls) : cls_(cls) {}
+  explicit Fields(nb::class_<T>& cls, const char* type_name) : cls_(cls), type_name_(type_name) {}
+
+  // Every row of the struct's C++ field table (kernels/fields.h) but `skip`, in table order:
+  // an attribute named as the row (the spelling of specs, tables and the CLI), its help as the
+  // docstring, its value an int, float, bool or str, checked (type, range, choices) on every
+  // assignment and keyword.
+  Fields& table(std::initializer_list<std::string_view> skip = {}) requires Described<T> {
+    for (const Field<T>& f : fields_of<T>()) {
+      if (std::find(skip.begin(), skip.end(), f.name) != skip.end()) continue;
+      const std::string name(f.name);
+      const auto set = [f, type_name = type_name_](T& t, nb::handle v) {
+        try {
+          f.set(t, f.check(python_scalar(f, v)));
+        } catch (const InputError& e) {
+          const std::string what = e.what();
+          if (what.rfind(std::string(f.name) + ": ", 0) == 0) input_error(type_name, ".", what);
+          input_error(type_name, ".", f.name, ": ", what);
+        }
+      };
+      const auto get = [f](const T& t) { return nb::cast(f.get(t)); };
+      // f.name views a string literal (the table's row), so its data() outlives the class.
+      cls_.def_prop_rw(
+          f.name.data(), get, [set](T& t, nb::handle v) { set(t, v); },
+          kept(std::string(f.help) + describe_values(f)));
+      entries_->push_back({name, set, get});
+    }
+    // The rows themselves, for code that walks them (tests/python/test_fields.py does).
+    nb::list rows;
+    for (const Field<T>& f : fields_of<T>()) {
+      nb::dict row;
+      row["name"] = std::string(f.name);
+      row["member"] = std::string(f.member);
+      row["type"] = std::string(name_of(f.type));
+      row["help"] = std::string(f.help);
+      row["default"] = nb::cast(f.default_value());
+      row["python"] = std::find(skip.begin(), skip.end(), f.name) == skip.end();
+      if (f.type == FieldType::integer || f.type == FieldType::real) {
+        row["lo"] = f.bounds.lo;
+        row["hi"] = f.bounds.hi;
+        row["lo_open"] = f.bounds.lo_open;
+        row["hi_open"] = f.bounds.hi_open;
+      }
+      if (f.type == FieldType::choice) row["choices"] = nb::cast(f.choices);
+      rows.append(row);
+    }
+    cls_.attr("FIELDS") = nb::tuple(rows);
+    return *this;
+  }
+  // `old_name`, the Python name of a field before the names followed the field tables: still
+  // an attribute and a keyword, with a DeprecationWarning naming the new one. Kept one release.
+  Fields& deprecated_alias(const char* old_name, const char* new_name) {
+    const Entry* target = find(*entries_, new_name);
+    if (target == nullptr) input_error(type_name_, ": no field '", new_name, "' to alias");
+    const Entry e = *target;
+    const std::string type = type_name_, old_s = old_name, new_s = new_name;
+    cls_.def_prop_rw(
+        old_name,
+        [e, type, old_s, new_s](const T& t) {
+          warn_renamed(type.c_str(), old_s, new_s);
+          return e.get(t);
+        },
+        [e, type, old_s, new_s](T& t, nb::handle v) {
+          warn_renamed(type.c_str(), old_s, new_s);
+          e.set(t, v);
+        },
+        kept("Deprecated: " + new_s + "."));
+    aliases_->push_back({old_s, new_s});
+    return *this;
+  }
 
   // A plain member (number, bool, string or another bound struct).
   template <class M>
@@ -133,14 +242,21 @@ class Fields {
     return *this;
   }
   // __init__(**kwargs), __repr__, to_dict(), __eq__ over the fields.
-  void finish(const char* type_name) {
+  void finish() {
     auto entries = entries_;
+    auto aliases = aliases_;
+    const char* type_name = type_name_;
     cls_.def(
         "__init__",
-        [entries, type_name](T* self, const nb::kwargs& kw) {
+        [entries, aliases, type_name](T* self, const nb::kwargs& kw) {
           T value{};
           for (auto [key, v] : kw) {
-            const std::string k = nb::cast<std::string>(key);
+            std::string k = nb::cast<std::string>(key);
+            for (const auto& [old_name, new_name] : *aliases)
+              if (k == old_name) {
+                warn_renamed(type_name, old_name, new_name);
+                k = new_name;
+              }
             const Entry* e = find(*entries, k);
             if (e == nullptr)
               input_error(type_name, ": unknown field '", k, "' (fields: ", names(*entries), ")");
@@ -166,7 +282,7 @@ class Fields {
           for (const Entry& e : *entries) {
             nb::object v = e.get(t);
             if (nb::hasattr(v, "to_dict")) v = v.attr("to_dict")();
-            d[e.name] = v;
+            d[e.name.c_str()] = v;
           }
           return d;
         },
@@ -182,7 +298,7 @@ class Fields {
 
  private:
   struct Entry {
-    const char* name;
+    std::string name;
     std::function<void(T&, nb::handle)> set;
     std::function<nb::object(const T&)> get;
   };
@@ -190,6 +306,10 @@ class Fields {
   template <class M>
   static M cast(nb::handle v, const char* name) {
     try {
+      // A bound struct also takes the dict its to_dict() gives: T(**to_dict()) == T.
+      if constexpr (std::is_class_v<M> && !std::is_same_v<M, std::string>)
+        if (nb::isinstance<nb::dict>(v) && nb::type<M>().is_valid())
+          return nb::cast<M>(nb::type<M>()(**nb::borrow<nb::dict>(v)));
       return nb::cast<M>(v);
     } catch (const nb::cast_error&) {
       input_error("field '", name, "': cannot take ",
@@ -208,8 +328,25 @@ class Fields {
     return out;
   }
 
+  // A docstring that lives as long as the module.
+  static const char* kept(std::string text) {
+    static std::deque<std::string> texts;
+    return texts.emplace_back(std::move(text)).c_str();
+  }
+  // "; must be in [1, 64]", "; one of a or b": the values a field takes, for its docstring.
+  static std::string describe_values(const Field<T>& f) {
+    if (f.type == FieldType::integer || f.type == FieldType::real)
+      return std::string("; ") + f.bounds.requirement();
+    if (f.type == FieldType::choice) return "; one of " + f.choice_list();
+    if (f.type == FieldType::instance) return "; '' = auto";
+    return "";
+  }
+
   nb::class_<T>& cls_;
+  const char* type_name_;
   std::shared_ptr<std::vector<Entry>> entries_ = std::make_shared<std::vector<Entry>>();
+  std::shared_ptr<std::vector<std::pair<std::string, std::string>>> aliases_ =
+      std::make_shared<std::vector<std::pair<std::string, std::string>>>();
 };
 
 // Registration functions, one per file.

@@ -46,6 +46,34 @@ TEST(DefaultCatalog, FallbackIsTheEnginesOwnChoice) {
   }
 }
 
+// The generic reading of names (name_fits: hd<D>, g<G>, the trailing dtype, the fallback for
+// descriptions without a can_implement) says of every built CUDA instance what its own
+// description says: the CUDA grammar (config.h) and the catalog's agree.
+TEST(DefaultCatalog, CudaNamesFitAsTheirDescriptionsSay) {
+  int cuda = 0, checked = 0;
+  for (const InstanceDesc& info : default_catalog().instances()) {
+    if (info.backend != Backend::cuda) continue;
+    ++cuda;
+    ASSERT_TRUE(info.can_implement) << info.name;
+    for (const int d : {64, 96, 128, 256})
+      for (const int q : {2, 4, 8, 16, 24, 32})
+        for (const DType t : {DType::f32, DType::f16, DType::bf16}) {
+          Problem p = llama(1);
+          p.head_dim = d;
+          p.q_heads = q;
+          p.kv_heads = 2;
+          p.kv_dtype = t;
+          ASSERT_EQ(validate(p), "");
+          EXPECT_EQ(name_fits(info.name, p), info.can_implement(p).empty())
+              << info.name << " hd" << d << " G" << q / 2 << " " << dtype_name(t) << ": "
+              << info.can_implement(p);
+          ++checked;
+        }
+  }
+  if (cuda == 0) GTEST_SKIP() << "no CUDA instance in this build";
+  EXPECT_EQ(checked, cuda * 4 * 6 * 3);
+}
+
 TEST(DefaultCatalog, UsesTheEnginesShapeChecks) {
   Problem p = llama(1);
   p.q_heads = 64;

@@ -26,7 +26,7 @@ measure: {warmup: 1, min_samples: 3, max_samples: 3, noise: 0.5, time_cap: 1, mo
 output: {db: tiny.db, dispatch: tiny.json, report: rep-tiny}
 """
 
-SHAPE = dict(q_heads=8, kv_heads=2, head_dim=64, kv_dtype="bf16", page_size=16)
+SHAPE = dict(q_heads=8, kv_heads=2, head_dim=64, dtype="bf16", page_size=16)
 
 
 def test_select_from_an_emitted_table(cli, tmp_path):
@@ -50,11 +50,11 @@ def test_select_from_an_emitted_table(cli, tmp_path):
             assert c.use_mac == mac_wins
             if c.use_mac:
                 assert isinstance(c.mac, mactune.MacChoice)
-                assert (c.mac.instance, c.mac.ring_capacity, c.mac.band) == (
+                assert (c.mac.instance, c.mac.K, c.mac.r) == (
                     e["mac"]["instance"], e["mac"]["K"], e["mac"]["r"])
                 assert c.instance == c.mac.instance
                 p = c.mac.mac_params(mactune.MacParams(min_context=0))
-                assert (p.ring_capacity, p.band, p.min_context) == (64, 32, 0)
+                assert (p.K, p.r, p.min_context) == (64, 32, 0)
             else:
                 assert c.mac is None and c.instance == c.full.instance
             assert c.describe().startswith("mac " if c.use_mac else "full ")
@@ -92,7 +92,7 @@ def test_typed_choice_and_fallback(tmp_path):
     c = d.select(mactune.Problem(batch=2, **SHAPE), 32768, 0.9)
     assert c.use_mac and c.source == "table" and c.entry == 0 and c.min_hit_rate == 0.85
     p = c.mac.mac_params()  # the session settings the table measured with
-    assert (c.mac.tau, p.tau, p.ring_capacity, p.band) == (0.6, 0.6, 512, 256)
+    assert (c.mac.tau, p.tau, p.K, p.r) == (0.6, 0.6, 512, 256)
     assert (p.pick, p.min_context) == ("newest", 512)
     assert c.mac.params == {"chunk_tokens": 128, "block_rows": 16, "threads": 2, "isa": "auto",
                             "scale": 0.5, "fast": True, "pick": "newest", "min_context": 512}

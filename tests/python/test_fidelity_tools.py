@@ -35,7 +35,7 @@ def runner(model):
 
 
 def mac(tau, **kw):
-    return mactune.MacParams(ring_capacity=64, band=16, tau=tau, min_context=START, **kw)
+    return mactune.MacParams(K=64, r=16, tau=tau, min_context=START, **kw)
 
 
 def test_exact_prefix_shortcut_equals_the_plain_forward(model, runner):
@@ -163,7 +163,7 @@ def test_schedule_written_and_read_back(tmp_path):
     with pytest.raises(mactune.InputError, match="layer 5 has no entry"):
         mactune.schedule_yaml(layers, measured={5: {"x": 1.0}})
     with pytest.raises(mactune.InputError):
-        mactune.schedule_yaml({0: mactune.MacParams(ring_capacity=0)})
+        mactune.schedule_yaml({0: mactune.MacParams(K=0)})
 
 
 def test_recorded_trace_replays(tmp_path, model):

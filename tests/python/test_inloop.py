@@ -88,7 +88,7 @@ class RowwiseModel(inloop.Model):
 def test_layer_by_layer_equals_token_by_token(model):
     toks = tokens(80)
     model = RowwiseModel(model.w, model.config)
-    mac = mactune.MacParams(ring_capacity=32, band=8, tau=0.2, min_context=0)
+    mac = mactune.MacParams(K=32, r=8, tau=0.2, min_context=0)
     att = inloop.EngineAttention(TINY.rope_theta, mac)
     layered = model.forward(toks, att)
     sessions = [att.session(4, 2, 64, 80) for _ in range(TINY.n_layers)]
@@ -99,7 +99,7 @@ def test_layer_by_layer_equals_token_by_token(model):
 
 def test_fidelity_measures(model):
     toks = tokens(128)
-    off, on = (mactune.MacParams(ring_capacity=32, band=8, tau=t, min_context=0)
+    off, on = (mactune.MacParams(K=32, r=8, tau=t, min_context=0)
                for t in (1.0, 0.2))
     rows = inloop.evaluate(model, toks, [off, on])
     # tau >= 1: no hit, full attention (the MAC path's own arithmetic: fp32 roundoff apart).
@@ -129,7 +129,7 @@ def test_real_tinylm():
     assert (m.config.n_layers, m.config.n_heads, m.config.n_kv_heads) == (4, 8, 2)
     text = (SOURCE_DIR / "docs" / "design.md").read_bytes()[:512]  # written after training
     toks = list(text)
-    rows = inloop.evaluate(m, toks, [mactune.MacParams(ring_capacity=256, band=64, tau=1.0,
+    rows = inloop.evaluate(m, toks, [mactune.MacParams(K=256, r=64, tau=1.0,
                                                        min_context=0)])
     # A trained model: far better than a unigram model (about 5 bits per byte on such text).
     assert 1.5 < rows[0]["bpb_ref"] < 4.0, rows[0]

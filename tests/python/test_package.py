@@ -30,7 +30,7 @@ def test_type_stubs_describe_the_module():
 
 
 def test_structs_round_trip():
-    m = mactune.MacParams(ring_capacity=256, band=64, tau=0.3, pick="newest",
+    m = mactune.MacParams(K=256, r=64, tau=0.3, pick="newest",
                           summary_dtype="bf16", accept_eps=0.5)
     d = m.to_dict()
     assert d["pick"] == "newest" and d["summary_dtype"] == "bf16"
@@ -62,8 +62,8 @@ def test_cuda_session_steps_torch_cuda_tensors_in_place():
     torch = pytest.importorskip("torch", reason="torch is not installed")
     if not torch.cuda.is_available():
         pytest.skip("torch sees no CUDA device")
-    shape = mactune.Problem(batch=2, q_heads=8, kv_heads=2, head_dim=128, kv_dtype="bf16")
-    mac = mactune.MacParams(ring_capacity=32, band=4, tau=0.5, min_context=0)
+    shape = mactune.Problem(batch=2, q_heads=8, kv_heads=2, head_dim=128, dtype="bf16")
+    mac = mactune.MacParams(K=32, r=4, tau=0.5, min_context=0)
     host = mactune.cuda.Session(shape=shape, mac=mac, max_context=256)
     dev = mactune.cuda.Session(shape=shape, mac=mac, max_context=256)
     ids = [host.add_request(), host.add_request()]

@@ -13,9 +13,9 @@ from conftest import random_values, repetitive_queries
 
 def options(batch=3, kv_dtype="f32", mac_enabled=True, K=32, r=8, tau=0.5):
     return mactune.cpu.SessionOptions(
-        shape=mactune.Problem(batch=batch, q_heads=8, kv_heads=2, head_dim=64, kv_dtype=kv_dtype,
+        shape=mactune.Problem(batch=batch, q_heads=8, kv_heads=2, head_dim=64, dtype=kv_dtype,
                               page_size=16),
-        mac=mactune.MacParams(ring_capacity=K, band=r, tau=tau, min_context=0),
+        mac=mactune.MacParams(K=K, r=r, tau=tau, min_context=0),
         mac_enabled=mac_enabled, max_context=512)
 
 

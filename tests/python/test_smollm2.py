@@ -113,7 +113,7 @@ def test_tau_one_is_full_attention_and_tau_below_reuses(model, tokens, full):
     rows = {}
     for tau in (1.0, 0.45):
         att = inloop.EngineAttention(theta, mactune.MacParams(
-            ring_capacity=128, band=32, tau=tau, min_context=64))
+            K=128, r=32, tau=tau, min_context=64))
         h = model.hidden(tokens, att)
         rows[tau] = {**inloop.compare_hidden(model, full, h, tokens, start=64),
                      **att.pooled_from(64)}

@@ -14,9 +14,9 @@ from conftest import TRACES, random_values
 
 def options(batch=1, threads=1):
     return mactune.cpu.SessionOptions(
-        shape=mactune.Problem(batch=batch, q_heads=8, kv_heads=2, head_dim=64, kv_dtype="f32",
+        shape=mactune.Problem(batch=batch, q_heads=8, kv_heads=2, head_dim=64, dtype="f32",
                               page_size=16),
-        mac=mactune.MacParams(ring_capacity=32, band=8, min_context=0),
+        mac=mactune.MacParams(K=32, r=8, min_context=0),
         engine=mactune.cpu.EngineConfig(threads=threads), max_context=256)
 
 
@@ -88,7 +88,7 @@ def test_replay_lists_are_checked():
     assert "tau 0.5 is listed twice" in one_line(e)
 
 
-SHAPE = dict(q_heads=8, kv_heads=2, head_dim=64, kv_dtype="bf16", page_size=16)
+SHAPE = dict(q_heads=8, kv_heads=2, head_dim=64, dtype="bf16", page_size=16)
 
 
 @pytest.mark.parametrize("context, hit, what", [
@@ -103,9 +103,12 @@ def test_select_refuses_what_no_engine_asks(context, hit, what):
     with pytest.raises(ValueError) as e:
         d.select(mactune.Problem(batch=1, **SHAPE), context, hit)
     assert one_line(e).startswith(what)
-    with pytest.raises(ValueError) as e:
-        d.select(mactune.Problem(batch=0, **SHAPE), 1024, 0.5)
-    assert one_line(e).startswith("problem: batch = 0")
+    with pytest.raises(ValueError) as e:  # a field out of its table's range: at assignment
+        mactune.Problem(batch=0, **SHAPE)
+    assert one_line(e).startswith("Problem.batch: value 0 is out of range")
+    with pytest.raises(ValueError) as e:  # fields that do not go together: at select
+        d.select(mactune.Problem(batch=1, **dict(SHAPE, kv_heads=3)), 1024, 0.5)
+    assert one_line(e).startswith("problem: kv_heads = 3 does not divide q_heads = 8")
     assert d.select(mactune.Problem(batch=1, **SHAPE), 1024, 1.0).source == "fallback"
 
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "kernels/fields.h"
 #include "replay/safetensors.h"
 #include "replay/schedule.h"
 #include "replay/trace.h"
@@ -194,6 +195,41 @@ TEST_F(ReplayCli, ReplayWritesTableJsonAndDatabase) {
   EXPECT_EQ(sqlite3_column_double(st, 2), 1.0);
   sqlite3_finalize(st);
   sqlite3_close(db);
+}
+
+// The MAC flags of replay and calibrate are the rows of MacParams' field table: each row is a
+// flag of both (named as the row, '_' as '-'), and a value given to replay's reaches the point
+// it runs (its --json entry holds every row under its name).
+TEST_F(ReplayCli, EveryMacSettingIsAFlagOfReplayAndCalibrate) {
+  write("t.safetensors", small_trace());
+  const CliRun replay_help = mactune("replay --help"), calibrate_help = mactune("calibrate --help");
+  for (const Field<MacParams>& f : fields_of<MacParams>()) {
+    std::string flag = "--" + std::string(f.name);
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    EXPECT_NE(replay_help.out.find("  " + flag + " "), std::string::npos) << flag;
+    EXPECT_NE(calibrate_help.out.find(flag + " "), std::string::npos) << flag;
+    // A value other than the default, inside the row's range.
+    Scalar v;
+    if (f.type == FieldType::integer)
+      v = static_cast<std::int64_t>(f.bounds.lo) + 1;
+    else if (f.type == FieldType::real)
+      v = f.bounds.lo + (std::min(f.bounds.hi, f.bounds.lo + 1) - f.bounds.lo) * 0.3125;
+    else
+      for (const std::string& c : f.choices)
+        if (c != f.text_of(MacParams{})) v = c;
+    const std::string text = f.text(v);
+    const CliRun r = mactune("replay --engine ref --trace '" + path("t.safetensors") + "' " + flag +
+                             " " + text + " --json '" + path("one.json") + "'");
+    ASSERT_EQ(r.rc, 0) << flag << " " << text << ": " << r.err;
+    const auto doc = nlohmann::json::parse(slurp(path("one.json")));
+    const auto& got = doc["layers"][0][std::string(f.name)];
+    if (f.type == FieldType::integer)
+      EXPECT_EQ(got.get<std::int64_t>(), std::get<std::int64_t>(v)) << flag;
+    else if (f.type == FieldType::real)
+      EXPECT_EQ(got.get<double>(), std::get<double>(v)) << flag;
+    else
+      EXPECT_EQ(got.get<std::string>(), text) << flag;
+  }
 }
 
 TEST_F(ReplayCli, CalibrateWritesALoadableSchedule) {

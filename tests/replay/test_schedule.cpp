@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "kernels/error.h"
+#include "kernels/fields.h"
 #include "kernels/reference.h"
 #include "replay/schedule.h"
 #include "replay_fixtures.h"
@@ -56,6 +57,51 @@ TEST(LayerSchedule, RoundTripEveryField) {
   EXPECT_FALSE(r.mac_enabled(7));
 }
 
+// A value of row `f` other than its default, inside its range (and choices).
+Scalar other_value(const Field<MacParams>& f) {
+  const Scalar d = f.default_value();
+  switch (f.type) {
+    case FieldType::integer: {
+      const auto def = std::get<std::int64_t>(d);
+      const auto lo = static_cast<std::int64_t>(f.bounds.lo) + (f.bounds.lo_open ? 1 : 0);
+      return lo != def ? lo : lo + 1;
+    }
+    case FieldType::real: {
+      const double lo = f.bounds.lo, hi = std::min(f.bounds.hi, lo + 1.0);
+      const double mid = lo + (hi - lo) * 0.3125;  // inside open ends too
+      return mid != std::get<double>(d) ? mid : lo + (hi - lo) * 0.625;
+    }
+    case FieldType::choice:
+      for (const std::string& c : f.choices)
+        if (c != std::get<std::string>(d)) return c;
+      break;
+    default:
+      break;
+  }
+  ADD_FAILURE() << "no other value for " << f.name;
+  return d;
+}
+
+// The schedule's keys are MacParams' field table: each row, set alone to a value other than
+// its default, is written once under its name and reads back (a new row needs no code here).
+TEST(LayerSchedule, EveryRowOfTheTableRoundTrips) {
+  for (const Field<MacParams>& f : fields_of<MacParams>()) {
+    MacParams p;
+    f.set(p, f.check(other_value(f)));
+    ASSERT_NE(f.text_of(p), f.text_of(MacParams{})) << f.name;
+    LayerSchedule s;
+    s.layers = {{3, p}};
+    const std::string text = layer_schedule_yaml(s, "");
+    const std::string key = "\n    " + std::string(f.name) + ": ";
+    const std::size_t at = text.find(key);
+    ASSERT_NE(at, std::string::npos) << f.name << " is not written:\n" << text;
+    EXPECT_EQ(text.find(key, at + 1), std::string::npos) << f.name << " is written twice";
+    const LayerSchedule r = parse_layer_schedule(text, "s.yaml");
+    EXPECT_EQ(f.text_of(r.layers.at(3)), f.text_of(p)) << f.name;
+    EXPECT_TRUE(same(r.layers.at(3), p)) << f.name;
+  }
+}
+
 std::string error_of(const std::string& text) {
   try {
     parse_layer_schedule(text, "s.yaml");
@@ -76,10 +122,19 @@ const std::string kHead = "format: mactune-layer-schedule\nversion: 1\n";
 
 TEST(LayerSchedule, ErrorsNameTheLine) {
   expect_error(kHead + "layers:\n  - layer: 2\n    K: 512\n    tua: 0.5\n",
-               {"s.yaml:6:", "unknown key 'tua' in layer 2"});
+               {"s.yaml:6:",
+                "unknown key 'tua' in layer 2 (expected K, r, tau, summary_dtype, "
+                "pick, rectify, accept_eps, min_context, subtract_guard)"});
   expect_error(kHead + "layers:\n  - layer: 2\n    K: many\n",
-               {"s.yaml:5:", "K = 'many' is not an integer"});
-  expect_error(kHead + "layers:\n  - layer: 2\n    tau: -0.5\n", {"s.yaml:4:", "tau = -0.5"});
+               {"s.yaml:5:", "K: expected a number, got 'many'"});
+  expect_error(kHead + "layers:\n  - layer: 2\n    tau: -0.5\n",
+               {"s.yaml:5:", "tau: value -0.5 is out of range (tau must be in [0, 1e+06])"});
+  // A row's range (the table's) and the settings together (validate) are both checked.
+  expect_error(kHead + "layers:\n  - layer: 2\n    K: 2M\n", {"s.yaml:5:", "K: value 2097152"});
+  expect_error(kHead + "layers:\n  - layer: 2\n    subtract_guard: 1\n",
+               {"s.yaml:5:", "subtract_guard: value 1 is out of range"});
+  expect_error(kHead + "layers:\n  - layer: 2\n    K: [1, 2]\n",
+               {"s.yaml:5:", "K must be a single value"});
   expect_error(kHead + "layers:\n  - layer: 2\n  - layer: 2\n",
                {"s.yaml:5:", "layer 2 is listed twice"});
   expect_error(kHead + "layers:\n  - layer: 1\n    pick: closest\n",

@@ -53,6 +53,20 @@ struct AttendCta {
   static_assert(kAttendThreads % kChunks == 0, "a copy pass covers whole rows");
   static_assert(kAttendWarps % kDimParts == 0, "dim parts split the warps evenly");
 
+  // The dynamic shared memory this layout uses (the pointers below): q hi + lo, then the K/V
+  // ring, which the epilogue reuses for acc_s and ml_s. The launchers allocate
+  // attend_smem_bytes(C) (launch.h), the formula the instance grid is filtered by: each of its
+  // terms is this layout's.
+  static constexpr std::size_t kQBytes = 2u * kMmaRows * D * sizeof(std::uint16_t);
+  static constexpr std::size_t kPipeBytes = std::size_t{S} * 2u * T * D * sizeof(std::uint16_t);
+  static constexpr std::size_t kScratchBytes =
+      (std::size_t{kTokenParts} * G * D + std::size_t{kTokenParts} * kMmaRows * 2u) * sizeof(float);
+  static_assert(attend_q_bytes(C) == kQBytes, "attend_q_bytes (launch.h) is not this layout's");
+  static_assert(attend_pipeline_bytes(C) == kPipeBytes,
+                "attend_pipeline_bytes (launch.h) is not this layout's");
+  static_assert(attend_scratch_bytes(C) == kScratchBytes,
+                "attend_scratch_bytes (launch.h) is not this layout's");
+
   const AttendParams& p;
   std::uint16_t* q_hi;  // [16][D] swizzled
   std::uint16_t* q_lo;  // [16][D] swizzled
@@ -64,8 +78,8 @@ struct AttendCta {
   __device__ AttendCta(const AttendParams& params, unsigned char* smem) : p(params) {
     q_hi = reinterpret_cast<std::uint16_t*>(smem);
     q_lo = q_hi + kMmaRows * D;
-    pipe = reinterpret_cast<std::uint16_t*>(smem + attend_q_bytes(C));
-    acc_s = reinterpret_cast<float*>(smem + attend_q_bytes(C));
+    pipe = reinterpret_cast<std::uint16_t*>(smem + kQBytes);
+    acc_s = reinterpret_cast<float*>(smem + kQBytes);
     ml_s = acc_s + kTokenParts * G * D;
     tid = static_cast<int>(threadIdx.x);
     lane = tid & 31;
@@ -340,12 +354,12 @@ namespace mactune::cuda {
 // Kernels are templates over an instance tag (instances.h: `struct <canonical name> { static
 // constexpr AttendConfig config; }`), so profilers show the canonical name in the kernel name.
 // Resident CTAs per SM the register allocation must allow: as many as shared memory lets
-// reside (227 KB an SM), at most 3 (<= 168 registers a thread), at most 2 when rows 8-15 of
-// the MMA tile carry heads (G > 8 needs ~175). Without a bound ptxas picked 128 registers on
-// sm_80 and spilled; with 3 everywhere the large-tile and G = 16 configs spilled.
+// reside (kMaxSmemPerCta, 227 KB, an SM), at most 3 (<= 168 registers a thread), at most 2 when
+// rows 8-15 of the MMA tile carry heads (G > 8 needs ~175). Without a bound ptxas picked 128
+// registers on sm_80 and spilled; with 3 everywhere the large-tile and G = 16 configs spilled.
 template <AttendConfig C>
 inline constexpr int kAttendMinBlocks = [] {
-  const int by_smem = static_cast<int>(227u * 1024u / attend_smem_bytes(C));
+  const int by_smem = static_cast<int>(kMaxSmemPerCta / attend_smem_bytes(C));
   const int cap = C.group > 8 ? 2 : 3;
   return by_smem < 1 ? 1 : (by_smem > cap ? cap : by_smem);
 }();

@@ -1,5 +1,5 @@
 // Definitions of the launcher templates of launchers.h. Included only by the generated
-// instance translation units (one per config of the grid in instances.cmake).
+// instance translation units (one per instance of the grid in instances.txt).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -21,16 +21,13 @@ cudaError_t set_smem(Kernel kernel, std::size_t bytes) {
                               static_cast<int>(bytes));
 }
 
-// One H100/H200 CTA holds at most 227 KB of shared memory.
-inline constexpr std::size_t kMaxSmemPerCta = 227u * 1024u;
-
 }  // namespace detail
 
 template <class Instance>
 cudaError_t launch_attend(const AttendParams& p, int grid, cudaStream_t stream) {
   constexpr AttendConfig C = Instance::config;
   static_assert(config_error(C).empty(), "invalid AttendConfig (see config_error)");
-  static_assert(attend_smem_bytes(C) <= detail::kMaxSmemPerCta, "attend config exceeds 227 KB");
+  static_assert(attend_smem_fits(C), "attend config exceeds kMaxSmemPerCta (227 KB)");
   constexpr std::size_t smem = attend_smem_bytes(C);
   if (const cudaError_t e = detail::set_smem(attend_kernel<Instance>, smem); e != cudaSuccess)
     return e;
@@ -51,7 +48,7 @@ template <class Instance>
 cudaError_t launch_full(const AttendParams& p, int grid, cudaStream_t stream) {
   constexpr AttendConfig C = as_attend(Instance::config);
   static_assert(config_error(C).empty(), "invalid FullConfig (see config_error)");
-  static_assert(attend_smem_bytes(C) <= detail::kMaxSmemPerCta, "full config exceeds 227 KB");
+  static_assert(attend_smem_fits(C), "full config exceeds kMaxSmemPerCta (227 KB)");
   constexpr std::size_t smem = attend_smem_bytes(C);
   if (const cudaError_t e = detail::set_smem(full_kernel<Instance>, smem); e != cudaSuccess)
     return e;
