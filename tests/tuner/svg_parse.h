@@ -1,4 +1,4 @@
-// A reader of the SVG documents tuner/svg.h writes, for tests: elements with their attributes,
+// A reader of the SVG documents tuner/report/svg.h writes, for tests: elements with their attributes,
 // text and children (no DTDs, comments, CDATA or namespaces: the writer emits none).
 #pragma once
 
