@@ -10,8 +10,8 @@
 #include "kernels/file_io.h"
 #include "kernels/output_paths.h"
 #include "tuner/decide/emit.h"
-#include "tuner/measure/measure.h"
 #include "tuner/decide/model_io.h"
+#include "tuner/measure/measure.h"
 #include "tuner/report/report_summary.h"
 #include "tuner/tune/tune.h"
 

@@ -8,12 +8,12 @@
 #include "db/db_error.h"
 #include "kernels/error.h"
 #include "kernels/file_io.h"
-#include "tuner/spec/grid.h"
 #include "tuner/measure/measure.h"
+#include "tuner/report/report_summary.h"
 #include "tuner/search/dry_run.h"
 #include "tuner/search/halving_replay.h"
-#include "tuner/report/report_summary.h"
 #include "tuner/search/sweep.h"
+#include "tuner/spec/grid.h"
 #include "tuner/tune/tune.h"
 
 namespace mactune::cli {

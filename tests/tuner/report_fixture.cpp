@@ -5,12 +5,12 @@
 #include <memory>
 
 #include "kernels/forced.h"
-#include "tuner/spec/grid.h"
+#include "tuner/decide/store_io.h"
 #include "tuner/measure/measure.h"
 #include "tuner/search/search.h"
+#include "tuner/spec/grid.h"
 #include "tuner/spec/skip_ratio.h"
 #include "tuner/spec/spec.h"
-#include "tuner/decide/store_io.h"
 
 namespace mactune::tuner::testing {
 namespace {

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "tests/db/fixtures.h"
-#include "tuner/report/compare.h"
 #include "tuner/decide/decide.h"
+#include "tuner/report/compare.h"
 
 namespace mactune::tuner {
 namespace {

@@ -9,9 +9,9 @@
 
 #include "tuner/decide/cost_model.h"
 #include "tuner/decide/emit.h"
-#include "tuner/measure/measure.h"
 #include "tuner/decide/model_io.h"
 #include "tuner/decide/predict.h"
+#include "tuner/measure/measure.h"
 #include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {

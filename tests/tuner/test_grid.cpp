@@ -5,8 +5,8 @@
 #include <set>
 
 #include "kernels/error.h"
-#include "tuner/spec/grid.h"
 #include "tuner/search/sweep.h"
+#include "tuner/spec/grid.h"
 
 namespace mactune::tuner {
 namespace {

@@ -1,5 +1,5 @@
-// The rules of `search: halving` (tuner/search/halving.h): the better half kept, ties never dropped,
-// the stop conditions, the doubling budget.
+// The rules of `search: halving` (tuner/search/halving.h): the better half kept, ties never
+// dropped, the stop conditions, the doubling budget.
 #include <gtest/gtest.h>
 
 #include <vector>

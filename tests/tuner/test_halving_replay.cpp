@@ -11,9 +11,9 @@
 
 #include "cli_util.h"
 #include "db/store.h"
+#include "tuner/decide/store_io.h"
 #include "tuner/search/dry_run.h"
 #include "tuner/search/halving_replay.h"
-#include "tuner/decide/store_io.h"
 #include "tuner/search/sweep.h"
 
 namespace mactune::tuner {

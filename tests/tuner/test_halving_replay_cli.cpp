@@ -10,8 +10,8 @@
 
 #include "cli_util.h"
 #include "db/store.h"
-#include "tuner/search/dry_run.h"
 #include "tuner/decide/store_io.h"
+#include "tuner/search/dry_run.h"
 #include "tuner/search/sweep.h"
 
 namespace mactune::tuner {

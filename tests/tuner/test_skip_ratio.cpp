@@ -9,8 +9,8 @@
 
 #include "kernels/error.h"
 #include "tuner/decide/decide.h"
-#include "tuner/spec/grid.h"
 #include "tuner/report/report_skip.h"
+#include "tuner/spec/grid.h"
 #include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {

@@ -37,8 +37,8 @@ StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits);
 std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& sel);
 
 // The model of one device, fitted to the rows `use` accepts (all when empty) of both families
-// at once (tuner/decide/cost_model.h: the family is a fixed cost of its own, the rest is shared), with
-// each family's k-fold held-out error. `mac` and `full` are that one model.
+// at once (tuner/decide/cost_model.h: the family is a fixed cost of its own, the rest is shared),
+// with each family's k-fold held-out error. `mac` and `full` are that one model.
 struct DeviceModels {
   DeviceFingerprint device;
   CostModel mac, full;

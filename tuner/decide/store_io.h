@@ -10,8 +10,8 @@
 
 #include "db/store.h"
 #include "tuner/decide/decide.h"
-#include "tuner/spec/grid.h"
 #include "tuner/measure/measure.h"
+#include "tuner/spec/grid.h"
 
 namespace mactune::tuner {
 

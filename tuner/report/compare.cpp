@@ -10,9 +10,9 @@
 #include "kernels/error.h"
 #include "tuner/decide/decide.h"
 #include "tuner/decide/emit.h"
+#include "tuner/decide/store_io.h"
 #include "tuner/spec/expr.h"
 #include "tuner/spec/spec.h"
-#include "tuner/decide/store_io.h"
 
 namespace mactune::tuner {
 

@@ -13,9 +13,9 @@
 
 #include "kernels/error.h"
 #include "kernels/file_io.h"
-#include "tuner/spec/expr.h"
 #include "tuner/report/report_skip.h"
 #include "tuner/report/report_text.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 namespace {

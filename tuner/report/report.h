@@ -13,11 +13,12 @@
 //                                  the bracket's high end (what emit uses) with the bracket
 //                                  as a band, hollow markers at the top for "ambiguous" and
 //                                  "never"; dashed, the cost model's predicted break-even
-//                                  (tuner/decide/cost_model.h) between and beyond the contexts measured
+//                                  (tuner/decide/cost_model.h) between and beyond the contexts
+//                                  measured
 //   DIR/skip_<shape>.svg           a spec of skip ratios: speedup vs batch, one line per skip
 //                                  ratio (tuner/report/report_skip.h)
-// Every chart's text fits its canvas (tuner/report/svg.h). A bucket's break-even in report.md is the
-// one tune's closing table prints (tuner/report/report_summary.h).
+// Every chart's text fits its canvas (tuner/report/svg.h). A bucket's break-even in report.md is
+// the one tune's closing table prints (tuner/report/report_summary.h).
 #pragma once
 
 #include <string>

@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "tuner/spec/expr.h"
 #include "tuner/report/report_text.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 namespace {

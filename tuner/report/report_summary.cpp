@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "tuner/spec/expr.h"
 #include "tuner/report/report_text.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 

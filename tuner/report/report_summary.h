@@ -1,7 +1,8 @@
 // `tune`'s closing table, which `mactune report` and `mactune emit` print too: markdown, one row
 // per bucket with the chosen MAC and full configs, MAC's speedup at each hit rate or skip ratio
 // measured, and the bucket's break-even on each axis it was measured on, as report.md gives it
-// (both print break_even_text(break_even_on(d, axis)) over break_even_axes(d): tuner/decide/decide.h).
+// (both print break_even_text(break_even_on(d, axis)) over break_even_axes(d):
+// tuner/decide/decide.h).
 #pragma once
 
 #include <string>

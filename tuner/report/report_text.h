@@ -1,5 +1,6 @@
-// Text pieces that report.md (tuner/report/report.h) and tune's closing table (tuner/report/report_summary.h)
-// share: the verdict marks, speedups as they print them, and the wrapping of markdown source.
+// Text pieces that report.md (tuner/report/report.h) and tune's closing table
+// (tuner/report/report_summary.h) share: the verdict marks, speedups as they print them, and the
+// wrapping of markdown source.
 #pragma once
 
 #include <string>

@@ -1,5 +1,5 @@
-// Text metrics of the SVG writer (tuner/report/svg.h): the font it names, the width and box of a text
-// element in that font, and the two ways it makes a text fit (wrapped at spaces, or shortened
+// Text metrics of the SVG writer (tuner/report/svg.h): the font it names, the width and box of a
+// text element in that font, and the two ways it makes a text fit (wrapped at spaces, or shortened
 // with an ellipsis). The writer lays every text element out with these, and the report's
 // layout test checks the SVG it wrote with the same ones.
 //

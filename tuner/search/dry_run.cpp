@@ -11,9 +11,9 @@
 #include <tuple>
 
 #include "kernels/error.h"
+#include "tuner/decide/store_io.h"
 #include "tuner/measure/measure.h"
 #include "tuner/measure/progress.h"
-#include "tuner/decide/store_io.h"
 
 namespace mactune::tuner {
 namespace {

@@ -9,10 +9,10 @@
 
 #include "db/store.h"
 #include "kernels/error.h"
-#include "tuner/spec/expr.h"
 #include "tuner/decide/store_io.h"
 #include "tuner/search/sweep.h"
 #include "tuner/search/sweep_parts.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 namespace {

@@ -3,9 +3,9 @@
 // strategy over a cache of measured configs. Nothing runs: "measure config c to n samples"
 // takes c's first n stored samples (in the order they were taken, interleaved with the other
 // configs of their condition), through the same rounds as the live search
-// (tuner/search/halving_rounds.h). So the strategy is compared with exhaustive on one set of samples,
-// free of the drift between two runs on a shared machine; and a strategy can be studied on a
-// GPU grid measured once, without the GPU.
+// (tuner/search/halving_rounds.h). So the strategy is compared with exhaustive on one set of
+// samples, free of the drift between two runs on a shared machine; and a strategy can be studied on
+// a GPU grid measured once, without the GPU.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "tuner/decide/decide.h"
-#include "tuner/search/halving_rounds.h"
 #include "tuner/search/dry_run.h"
+#include "tuner/search/halving_rounds.h"
 
 namespace mactune::tuner {
 

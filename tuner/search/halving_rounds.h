@@ -1,8 +1,8 @@
 // The rounds of `search: halving` over one bucket, apart from what measures (internal to
 // tuner/: not installed). The live search (tuner/search/sweep_halving.cpp) samples built cases with
-// measure_group; the replay (tuner/search/halving_replay.h) takes prefixes of the samples an exhaustive
-// sweep stored. Both run these rounds, so a replay drops exactly the configs the live search
-// would drop given the same samples.
+// measure_group; the replay (tuner/search/halving_replay.h) takes prefixes of the samples an
+// exhaustive sweep stored. Both run these rounds, so a replay drops exactly the configs the live
+// search would drop given the same samples.
 //
 // Brief rounds: every alive config at every condition (hit rate, lag, coherence), sampled
 // interleaved with the other alive configs; the configs ranked by the decisions' own scores
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "tuner/decide/decide.h"
-#include "tuner/spec/grid.h"
 #include "tuner/measure/measure.h"
 #include "tuner/measure/progress.h"
+#include "tuner/spec/grid.h"
 #include "tuner/spec/spec.h"
 
 namespace mactune::tuner {

@@ -6,8 +6,8 @@
 
 #include "kernels/forced.h"
 #include "tuner/decide/cost_model.h"
-#include "tuner/spec/expr.h"
 #include "tuner/decide/store_io.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 

@@ -12,8 +12,8 @@
 //     there, and the bracket (lo, hi] is where they tie.
 // Probes are points like any other (a workload at one more hit rate): stored as they finish,
 // skipped when already stored (a killed search resumes), merged with `db merge`. The search
-// state is never stored: it is recomputed from the stored curve (tuner/decide/decide.h), so the probes
-// of a run, a resumed run or a merged database lead to the same next probe.
+// state is never stored: it is recomputed from the stored curve (tuner/decide/decide.h), so the
+// probes of a run, a resumed run or a merged database lead to the same next probe.
 #pragma once
 
 #include <optional>

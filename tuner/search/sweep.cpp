@@ -10,10 +10,10 @@
 
 #include "kernels/error.h"
 #include "profiler/nvtx.h"
+#include "tuner/search/sweep_parts.h"
 #include "tuner/spec/axes.h"
 #include "tuner/spec/expr.h"
 #include "tuner/spec/skip_ratio.h"
-#include "tuner/search/sweep_parts.h"
 
 namespace mactune::tuner {
 namespace sweep_parts {

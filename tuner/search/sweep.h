@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "db/store.h"
-#include "tuner/spec/grid.h"
 #include "tuner/measure/measure.h"
 #include "tuner/measure/progress.h"
+#include "tuner/spec/grid.h"
 #include "tuner/spec/spec.h"
 
 namespace mactune::tuner {

@@ -1,7 +1,7 @@
 // `search: halving` over the points of one bucket, live: every case built once and kept while
-// its config is alive, the rounds of tuner/search/halving_rounds.h sampling them with measure_group.
-// Every point is stored at the end, in one transaction: its last measurement, partial unless
-// it was in the final round.
+// its config is alive, the rounds of tuner/search/halving_rounds.h sampling them with
+// measure_group. Every point is stored at the end, in one transaction: its last measurement,
+// partial unless it was in the final round.
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "kernels/error.h"
-#include "tuner/spec/expr.h"
 #include "tuner/search/halving_rounds.h"
-#include "tuner/spec/skip_ratio.h"
 #include "tuner/search/sweep_parts.h"
+#include "tuner/spec/expr.h"
+#include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner::sweep_parts {
 namespace {

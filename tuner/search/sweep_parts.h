@@ -1,5 +1,5 @@
-// Internal to tuner/search/sweep.cpp and tuner/search/sweep_halving.cpp (not installed): the pieces the
-// exhaustive sweep and the halving search share.
+// Internal to tuner/search/sweep.cpp and tuner/search/sweep_halving.cpp (not installed): the pieces
+// the exhaustive sweep and the halving search share.
 #pragma once
 
 #include <atomic>
@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "db/store.h"
-#include "tuner/spec/grid.h"
 #include "tuner/measure/measure.h"
 #include "tuner/measure/progress.h"
-#include "tuner/spec/spec.h"
 #include "tuner/search/sweep.h"
+#include "tuner/spec/grid.h"
+#include "tuner/spec/spec.h"
 
 namespace mactune::tuner::sweep_parts {
 

@@ -104,8 +104,8 @@ struct MeasurePolicy {
 
 // How the configs of a bucket are searched (docs/spec.md `search`). exhaustive: every point
 // measured to the stopping rule. halving: successive halving over each bucket's configs
-// (tuner/search/halving.h): brief interleaved rounds of `first_samples`, 2x, 4x, ... samples per case,
-// the better half kept each round, then the survivors measured as exhaustive measures.
+// (tuner/search/halving.h): brief interleaved rounds of `first_samples`, 2x, 4x, ... samples per
+// case, the better half kept each round, then the survivors measured as exhaustive measures.
 enum class SearchStrategy { exhaustive, halving };
 }  // namespace mactune::tuner
 template <>

@@ -17,13 +17,13 @@
 #include "kernels/file_io.h"
 #include "kernels/output_paths.h"
 #include "tuner/decide/emit.h"
-#include "tuner/spec/expr.h"
+#include "tuner/decide/store_io.h"
 #include "tuner/measure/measure.h"
 #include "tuner/report/report.h"
 #include "tuner/search/search.h"
-#include "tuner/spec/spec.h"
-#include "tuner/decide/store_io.h"
 #include "tuner/search/sweep.h"
+#include "tuner/spec/expr.h"
+#include "tuner/spec/spec.h"
 
 namespace mactune::tuner {
 namespace {

@@ -38,7 +38,7 @@ struct TuneResult {
   std::size_t measured = 0;  // measured by this run
   std::size_t stored = 0;    // already stored before it (resume)
   std::size_t failed = 0;    // recorded as failed by this run
-  std::size_t probes = 0;    // break-even search probes measured by this run (tuner/search/search.h)
+  std::size_t probes = 0;  // break-even search probes measured by this run (tuner/search/search.h)
   std::vector<std::string> unreachable;  // grid points left out: skip ratio unreachable
   double seconds = 0;
   double measuring_seconds = 0;  // of `seconds`, sampling (warm-up included; setup excluded)
@@ -47,9 +47,9 @@ struct TuneResult {
   std::vector<BucketDecision> decisions;  // empty with emit = false or a partial shard
 };
 
-// Runs the sweep (a dry run is tuner/search/dry_run.h: it needs no device). `stop` (may be null) is polled
-// between samples: when set, the run stops, is marked interrupted, and Interrupted is thrown after
-// every finished point is stored.
+// Runs the sweep (a dry run is tuner/search/dry_run.h: it needs no device). `stop` (may be null) is
+// polled between samples: when set, the run stops, is marked interrupted, and Interrupted is thrown
+// after every finished point is stored.
 TuneResult run_tune(const TuneOptions& options, Progress& progress,
                     const std::atomic<bool>* stop = nullptr);
 
