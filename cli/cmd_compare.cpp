@@ -1,5 +1,5 @@
 // `mactune compare BASE.db NEW.db [-o report.md]`: every point both databases measured,
-// classified SAME / FASTER / SLOWER / AMBIGUOUS (tuner/compare.h). Exit 0 when nothing is
+// classified SAME / FASTER / SLOWER / AMBIGUOUS (tuner/report/compare.h). Exit 0 when nothing is
 // SLOWER, 1 when something is (a CI gate), 2 on bad input.
 #include <cstdio>
 #include <iostream>
@@ -10,7 +10,7 @@
 #include "kernels/error.h"
 #include "kernels/file_io.h"
 #include "kernels/output_paths.h"
-#include "tuner/compare.h"
+#include "tuner/report/compare.h"
 
 namespace mactune::cli {
 namespace {

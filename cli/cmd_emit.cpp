@@ -9,11 +9,11 @@
 #include "kernels/device.h"
 #include "kernels/file_io.h"
 #include "kernels/output_paths.h"
-#include "tuner/emit.h"
-#include "tuner/measure.h"
-#include "tuner/model_io.h"
-#include "tuner/report_summary.h"
-#include "tuner/tune.h"
+#include "tuner/decide/emit.h"
+#include "tuner/decide/model_io.h"
+#include "tuner/measure/measure.h"
+#include "tuner/report/report_summary.h"
+#include "tuner/tune/tune.h"
 
 namespace mactune::cli {
 namespace {

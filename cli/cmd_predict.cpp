@@ -14,9 +14,9 @@
 #include "kernels/cuda/engine_config.h"
 #include "kernels/device.h"
 #include "kernels/error.h"
-#include "tuner/expr.h"
-#include "tuner/model_io.h"
-#include "tuner/predict.h"
+#include "tuner/decide/model_io.h"
+#include "tuner/decide/predict.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::cli {
 namespace {

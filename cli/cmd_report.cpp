@@ -8,10 +8,10 @@
 #include "db/store.h"
 #include "kernels/device.h"
 #include "kernels/output_paths.h"
-#include "tuner/emit.h"
-#include "tuner/report.h"
-#include "tuner/report_summary.h"
-#include "tuner/tune.h"
+#include "tuner/decide/emit.h"
+#include "tuner/report/report.h"
+#include "tuner/report/report_summary.h"
+#include "tuner/tune/tune.h"
 
 namespace mactune::cli {
 namespace {

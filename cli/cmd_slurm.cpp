@@ -4,9 +4,9 @@
 //                  requeued on preemption, and a task that runs again resumes its shard
 //   finish.sbatch  after every task succeeded (afterok): merge the shards into the spec's
 //                  database, check that every point is stored, emit the table, report
-// It runs where users run it, on a login node that lacks the spec's device (tuner/plan.h), and
-// submits only the shards that still have points to measure, so running it again after a
-// failed or timed-out task picks up where the array stopped.
+// It runs where users run it, on a login node that lacks the spec's device
+// (tuner/search/dry_run.h), and submits only the shards that still have points to measure, so
+// running it again after a failed or timed-out task picks up where the array stopped.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,7 +29,7 @@
 #include "kernels/error.h"
 #include "kernels/file_io.h"
 #include "kernels/output_paths.h"
-#include "tuner/plan.h"
+#include "tuner/search/dry_run.h"
 
 extern char** environ;
 

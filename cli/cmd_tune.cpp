@@ -8,13 +8,13 @@
 #include "db/db_error.h"
 #include "kernels/error.h"
 #include "kernels/file_io.h"
-#include "tuner/grid.h"
-#include "tuner/measure.h"
-#include "tuner/plan.h"
-#include "tuner/replay.h"
-#include "tuner/report_summary.h"
-#include "tuner/sweep.h"
-#include "tuner/tune.h"
+#include "tuner/measure/measure.h"
+#include "tuner/report/report_summary.h"
+#include "tuner/search/dry_run.h"
+#include "tuner/search/halving_replay.h"
+#include "tuner/search/sweep.h"
+#include "tuner/spec/grid.h"
+#include "tuner/tune/tune.h"
 
 namespace mactune::cli {
 namespace {
@@ -36,7 +36,7 @@ struct TuneArgs {
 
 // `--dry-run`: the points, what the database holds of them and how long the rest takes;
 // nothing is measured, created or written. Needs no device: it plans for the spec's device,
-// which a login node lacks (tuner/plan.h). `--check` fails when a point is not stored.
+// which a login node lacks (tuner/search/dry_run.h). `--check` fails when a point is not stored.
 void dry_run(const TuneArgs& a) {
   tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
   if (!a.opt.search.empty())
@@ -99,7 +99,7 @@ void dry_run(const TuneArgs& a) {
 }
 
 // `--replay EXHAUSTIVE.db`: the halving search replayed over an exhaustive sweep's stored
-// samples (tuner/replay.h); measures nothing, writes nothing.
+// samples (tuner/search/halving_replay.h); measures nothing, writes nothing.
 void replay(const TuneArgs& a) {
   if (a.dry_run || !a.shard.empty() || !a.opt.db_path.empty() || !a.opt.dispatch_path.empty() ||
       !a.opt.header_path.empty() || !a.opt.report_dir.empty())
@@ -112,7 +112,7 @@ void replay(const TuneArgs& a) {
   if (plan.spec.search.strategy != tuner::SearchStrategy::halving)
     input_error("--replay replays search: halving, and ", a.opt.spec_path,
                 " searches exhaustively: add --search halving");
-  std::cout << tuner::replay_report(tuner::replay_halving(plan, a.replay));
+  std::cout << tuner::halving_replay_report(tuner::replay_halving(plan, a.replay));
 }
 
 void run(TuneArgs& a) {

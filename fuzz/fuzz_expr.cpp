@@ -1,4 +1,4 @@
-// libFuzzer target: any bytes as a constraint expression (tuner/expr.h). Properties checked,
+// libFuzzer target: any bytes as a constraint expression (tuner/spec/expr.h). Properties checked,
 // beyond "no crash, no leak, no undefined behaviour, no hang":
 //  - Expr::parse either throws mactune::InputError, one line naming the column, or returns an
 //    expression whose names() are all known;
@@ -15,7 +15,7 @@
 
 #include "fuzz/fuzz_assert.h"
 #include "kernels/error.h"
-#include "tuner/expr.h"
+#include "tuner/spec/expr.h"
 
 namespace {
 

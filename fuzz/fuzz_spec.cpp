@@ -1,4 +1,4 @@
-// libFuzzer target: any bytes as a sweep spec (tuner/spec.h) on both backends. Properties
+// libFuzzer target: any bytes as a sweep spec (tuner/spec/spec.h) on both backends. Properties
 // checked, beyond "no crash, no leak, no undefined behaviour, no hang" (ASan/UBSan, -timeout):
 //  - parse_spec and requested_backend either throw mactune::InputError or return; no other
 //    exception escapes (a yaml-cpp exception or std::bad_alloc would reach the user as
@@ -13,8 +13,8 @@
 
 #include "fuzz/fuzz_assert.h"
 #include "kernels/error.h"
-#include "tuner/grid.h"
-#include "tuner/spec.h"
+#include "tuner/spec/grid.h"
+#include "tuner/spec/spec.h"
 
 namespace {
 

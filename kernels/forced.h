@@ -92,7 +92,7 @@ struct mactune::FieldTable<mactune::ForcedHits> {
         field<&F::hit_rate>("hit_rate", "hit_rate",
                             "fraction of eligible units that hit (exact quota per step)")
             .range(0, 1),
-        // Not a spec axis: a spec's `skip_ratio` key sets it (tuner/axes.cpp).
+        // Not a spec axis: a spec's `skip_ratio` key sets it (tuner/spec/axes.cpp).
         field<&F::quota>("quota", "quota", "what the quota fixes: hit-rate or skip-ratio"),
         field<&F::skip_ratio>("skip_ratio", "skip_ratio",
                               "KV skip ratio of each step, exact to the token (quota skip-ratio)")

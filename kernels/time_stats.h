@@ -1,5 +1,6 @@
 // Sample statistics of one measured side, in seconds: the one type the tuner computes
-// (tuner/stats.h), the database stores (db/store.h) and decisions compare (tuner/decide.h).
+// (tuner/spec/stats.h), the database stores (db/store.h) and decisions compare
+// (tuner/decide/decide.h).
 #pragma once
 
 namespace mactune {

@@ -1,5 +1,5 @@
 // Strict reading of the project's YAML files (sweep specs, layer schedules): what yaml-cpp
-// accepts but a spec must not be. Shared by tuner/spec_yaml.cpp and replay/schedule.cpp, which
+// accepts but a spec must not be. Shared by tuner/spec/spec_yaml.cpp and replay/schedule.cpp, which
 // share no other layer; it includes nothing of yaml-cpp (kernels/ never does): the tree checks
 // are templates over the node type, instantiated with YAML::Node by the readers.
 //

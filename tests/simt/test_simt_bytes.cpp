@@ -1,6 +1,6 @@
 // Global bytes each kernel of a step moves, counted by the simt runtime per device allocation,
-// against the traffic the cost model (tuner/cost_model.h: its kv_bytes and ring_bytes terms are
-// StepStats) and profiler/dram (modeled read = kv_bytes_read + ring_bytes_read) assume: the
+// against the traffic the cost model (tuner/decide/cost_model.h: its kv_bytes and ring_bytes terms
+// are StepStats) and profiler/dram (modeled read = kv_bytes_read + ring_bytes_read) assume: the
 // attend/full kernel reads exactly the planned KV tokens (no tile read twice, nothing past the
 // spans), match reads exactly the ring queries of the eligible heads, merge the hits' summaries.
 #include <gtest/gtest.h>

@@ -5,12 +5,12 @@
 #include <memory>
 
 #include "kernels/forced.h"
-#include "tuner/grid.h"
-#include "tuner/measure.h"
-#include "tuner/search.h"
-#include "tuner/skip_ratio.h"
-#include "tuner/spec.h"
-#include "tuner/store_io.h"
+#include "tuner/decide/store_io.h"
+#include "tuner/measure/measure.h"
+#include "tuner/search/search.h"
+#include "tuner/spec/grid.h"
+#include "tuner/spec/skip_ratio.h"
+#include "tuner/spec/spec.h"
 
 namespace mactune::tuner::testing {
 namespace {

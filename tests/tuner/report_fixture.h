@@ -1,7 +1,7 @@
 // A tuner database with the shape of a shipped spec (configs/*.yaml) in milliseconds instead of
 // minutes: every point of the spec's grid stored as `tune` stores it (the backend's instance
 // names, the point's launch text and workload), with synthetic step times, and, when the spec
-// searches the break-even, the probes the search would measure (tuner/search.h next_probes,
+// searches the break-even, the probes the search would measure (tuner/search/search.h next_probes,
 // over the decisions of what is stored so far) until the search stops.
 //
 // Synthetic times: full attention takes batch x context x q_heads ns scaled by its config; MAC
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "db/store.h"
-#include "tuner/emit.h"
+#include "tuner/decide/emit.h"
 
 namespace mactune::tuner::testing {
 
@@ -29,7 +29,7 @@ struct SpecFixture {
 // Fills `store` from the spec at `spec_path` (backend cpu).
 SpecFixture fill_from_spec(db::Store& store, const std::string& spec_path);
 
-// What `tune` decides at its end over such a database (tuner/emit.h decide_and_store), with
+// What `tune` decides at its end over such a database (tuner/decide/emit.h decide_and_store), with
 // the spec's unreachable points.
 Decided decide_fixture(db::Store& store, const SpecFixture& f);
 

@@ -1,5 +1,5 @@
-// A reader of the SVG documents tuner/svg.h writes, for tests: elements with their attributes,
-// text and children (no DTDs, comments, CDATA or namespaces: the writer emits none).
+// A reader of the SVG documents tuner/report/svg.h writes, for tests: elements with their
+// attributes, text and children (no DTDs, comments, CDATA or namespaces: the writer emits none).
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,11 +1,11 @@
-// `mactune compare`'s classifier and matcher (tuner/compare.h) on hand-made intervals and on
+// `mactune compare`'s classifier and matcher (tuner/report/compare.h) on hand-made intervals and on
 // databases written through the store API: SAME / FASTER / SLOWER / AMBIGUOUS at the edges of
 // the rule, the latest row of a re-measured point, one-sided and failed points, two devices.
 #include <gtest/gtest.h>
 
 #include "tests/db/fixtures.h"
-#include "tuner/compare.h"
-#include "tuner/decide.h"
+#include "tuner/decide/decide.h"
+#include "tuner/report/compare.h"
 
 namespace mactune::tuner {
 namespace {

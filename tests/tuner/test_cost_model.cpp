@@ -7,12 +7,12 @@
 #include <functional>
 #include <random>
 
-#include "tuner/cost_model.h"
-#include "tuner/emit.h"
-#include "tuner/measure.h"
-#include "tuner/model_io.h"
-#include "tuner/predict.h"
-#include "tuner/skip_ratio.h"
+#include "tuner/decide/cost_model.h"
+#include "tuner/decide/emit.h"
+#include "tuner/decide/model_io.h"
+#include "tuner/decide/predict.h"
+#include "tuner/measure/measure.h"
+#include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {

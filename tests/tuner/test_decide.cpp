@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "tuner/decide.h"
+#include "tuner/decide/decide.h"
 
 namespace mactune::tuner {
 namespace {

@@ -8,12 +8,12 @@
 #include "db/store.h"
 #include "dispatcher/dispatch.h"
 #include "kernels/cpu/session.h"
-#include "tuner/emit.h"
-#include "tuner/progress.h"
-#include "tuner/report.h"
-#include "tuner/report_summary.h"
-#include "tuner/svg.h"
-#include "tuner/tune.h"
+#include "tuner/decide/emit.h"
+#include "tuner/measure/progress.h"
+#include "tuner/report/report.h"
+#include "tuner/report/report_summary.h"
+#include "tuner/report/svg.h"
+#include "tuner/tune/tune.h"
 
 namespace mactune::tuner {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "kernels/error.h"
 #include "kernels/fields.h"
-#include "tuner/expr.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 namespace {

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "kernels/error.h"
-#include "tuner/grid.h"
-#include "tuner/sweep.h"
+#include "tuner/search/sweep.h"
+#include "tuner/spec/grid.h"
 
 namespace mactune::tuner {
 namespace {

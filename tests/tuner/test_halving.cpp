@@ -1,10 +1,10 @@
-// The rules of `search: halving` (tuner/halving.h): the better half kept, ties never dropped,
-// the stop conditions, the doubling budget.
+// The rules of `search: halving` (tuner/search/halving.h): the better half kept, ties never
+// dropped, the stop conditions, the doubling budget.
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "tuner/halving.h"
+#include "tuner/search/halving.h"
 
 namespace mactune::tuner {
 namespace {

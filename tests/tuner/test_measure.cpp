@@ -5,7 +5,7 @@
 #include <chrono>
 #include <thread>
 
-#include "tuner/measure.h"
+#include "tuner/measure/measure.h"
 
 namespace mactune::tuner {
 namespace {

@@ -20,10 +20,10 @@
 #include "kernels/cpu/session.h"
 #include "report_fixture.h"
 #include "svg_parse.h"
-#include "tuner/report.h"
-#include "tuner/report_summary.h"
-#include "tuner/report_text.h"
-#include "tuner/svg_text.h"
+#include "tuner/report/report.h"
+#include "tuner/report/report_summary.h"
+#include "tuner/report/report_text.h"
+#include "tuner/report/svg_text.h"
 
 namespace mactune::tuner {
 namespace {

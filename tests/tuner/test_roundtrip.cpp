@@ -15,9 +15,9 @@
 #include "kernels/cuda/describe.h"
 #include "kernels/cuda/engine_config.h"
 #include "tests/db/fixtures.h"
-#include "tuner/emit.h"
-#include "tuner/grid.h"
-#include "tuner/store_io.h"
+#include "tuner/decide/emit.h"
+#include "tuner/decide/store_io.h"
+#include "tuner/spec/grid.h"
 
 namespace mactune::tuner {
 namespace {
@@ -148,7 +148,8 @@ void round_trip(const std::string& backend, const std::string& engine_section) {
   ASSERT_TRUE(c.use_mac()) << dispatch::describe(c);
 
   // 4. The session options the choice makes: every field as the spec wrote it. Tau is the
-  // caller's: hits were forced while tuning, so the threshold was not measured (tuner/emit.h).
+  // caller's: hits were forced while tuning, so the threshold was not measured
+  // (tuner/decide/emit.h).
   SessionOptions<Engine> base;
   const auto opt = dispatch::session_options(c, cat, base);
   EXPECT_TRUE(opt.mac_enabled);

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "tuner/decide.h"
-#include "tuner/search.h"
+#include "tuner/decide/decide.h"
+#include "tuner/search/search.h"
 
 namespace mactune::tuner {
 namespace {

@@ -8,7 +8,7 @@
 #include "cli_util.h"
 #include "db/store.h"
 #include "kernels/forced.h"
-#include "tuner/skip_ratio.h"
+#include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "kernels/error.h"
-#include "tuner/decide.h"
-#include "tuner/grid.h"
-#include "tuner/report_skip.h"
-#include "tuner/skip_ratio.h"
+#include "tuner/decide/decide.h"
+#include "tuner/report/report_skip.h"
+#include "tuner/spec/grid.h"
+#include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "kernels/error.h"
-#include "tuner/axes.h"
-#include "tuner/spec.h"
+#include "tuner/spec/axes.h"
+#include "tuner/spec/spec.h"
 
 namespace mactune::tuner {
 namespace {

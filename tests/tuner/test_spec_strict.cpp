@@ -1,9 +1,9 @@
-// A property test of the spec reader's strictness (kernels/yaml_strict.h, tuner/spec_yaml.cpp):
-// random valid specs with, inserted at random places, a key given twice at a random depth, a
-// second YAML document, a quoted value left open, or a NUL escape, are always refused with one
-// line naming the line of the fault; the same specs with neutral changes (comments, blank
-// lines, values quoted properly, a leading '---') read back to the same grid. Seeded and
-// bounded (a few hundred specs, well under a second), so CI runs it as a unit test.
+// A property test of the spec reader's strictness (kernels/yaml_strict.h,
+// tuner/spec/spec_yaml.cpp): random valid specs with, inserted at random places, a key given twice
+// at a random depth, a second YAML document, a quoted value left open, or a NUL escape, are always
+// refused with one line naming the line of the fault; the same specs with neutral changes
+// (comments, blank lines, values quoted properly, a leading '---') read back to the same grid.
+// Seeded and bounded (a few hundred specs, well under a second), so CI runs it as a unit test.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -13,7 +13,7 @@
 
 #include "kernels/error.h"
 #include "replay/schedule.h"
-#include "tuner/spec.h"
+#include "tuner/spec/spec.h"
 
 namespace mactune::tuner {
 namespace {

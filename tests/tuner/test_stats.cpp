@@ -2,7 +2,7 @@
 
 #include <random>
 
-#include "tuner/stats.h"
+#include "tuner/spec/stats.h"
 
 namespace mactune::tuner {
 namespace {

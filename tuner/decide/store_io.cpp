@@ -1,0 +1,252 @@
+#include "tuner/decide/store_io.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+#include "mactune/build_info.h"
+#include "tuner/spec/skip_ratio.h"
+#include "tuner/spec/spec.h"
+
+namespace mactune::tuner {
+
+db::BuildInfo current_build(const Backend& backend) {
+  return current_build(backend.instances());
+}
+
+db::BuildInfo current_build(const std::vector<InstanceDesc>& instances) {
+  db::BuildInfo b;
+  b.git_revision = build::git_revision;
+  b.compiler = build::compiler;
+  b.version = build::version;
+  b.build_type = build::build_type;
+  std::vector<std::string> names;
+  for (const InstanceDesc& i : instances) names.push_back(i.name);
+  std::sort(names.begin(), names.end());
+  std::string all;
+  for (const auto& n : names) all += n + "\n";
+  b.registry_hash = db::fnv1a_hex(all);
+  return b;
+}
+
+db::Workload to_db_workload(const TunePoint& p) {
+  db::Workload w;
+  w.problem = p.shape;
+  w.context = p.context;
+  w.forced = p.forced;
+  w.mac = p.mac;
+  return w;
+}
+
+Bucket bucket_of(const db::Workload& w) {
+  return Bucket::of(w.problem, w.context);
+}
+
+std::string variant_of(const db::Workload& w) {
+  std::string v;  // every forced-hit field but the hit rate (and the skip ratio's, unused)
+  const bool by_skip = w.forced.quota == ForcedQuota::skip_ratio;
+  for (const Field<ForcedHits>& f : fields_of<ForcedHits>()) {
+    if (f.name == "hit_rate") continue;
+    if (!by_skip && (f.name == "quota" || f.name == "skip_ratio")) continue;
+    if (!v.empty()) v += ',';
+    v.append(f.name).append("=").append(f.text_of(w.forced));
+  }
+  if (!w.extra.empty()) v += "," + w.extra;
+  return v;
+}
+
+std::string config_text(const Config& c) {
+  std::string t = launch_text(c.launch);
+  if (c.mac) t += ";" + fields_text(*c.mac);
+  return t;
+}
+
+Config parse_config(const InstanceDesc& instance, const std::string& params) {
+  Config c;
+  c.instance = instance.name;
+  const auto semi = params.find(';');
+  c.launch = parse_launch(name_of(instance.backend), params.substr(0, semi));
+  if (semi != std::string::npos) {
+    MacParams m;
+    parse_fields_text(m, std::string_view(params).substr(semi + 1));
+    c.mac = m;
+  }
+  return c;
+}
+
+namespace {
+
+std::string curve_text(const BreakEven& be) {
+  std::ostringstream o;
+  for (const CurvePoint& p : be.curve)
+    o << (o.tellp() ? " " : "") << format_number(p.hit_rate) << ':' << std::fixed
+      << std::setprecision(2) << p.speedup << "x:" << name_of(p.verdict);
+  return o.str();
+}
+
+}  // namespace
+
+Selection select_rows(const db::Store& store, const std::string& device,
+                      const DeviceFingerprint& here) {
+  const auto devices = store.devices();
+  if (devices.empty())
+    input_error(store.path(), ": the database holds no devices (run `mactune tune` first)");
+  const db::DeviceRow* chosen = nullptr;
+  if (device == "auto") {
+    for (const auto& d : devices)
+      if (d.fingerprint.key() == here.key()) chosen = &d;
+    if (!chosen && devices.size() == 1) chosen = &devices[0];
+    if (!chosen) {
+      std::ostringstream names;
+      for (const auto& d : devices)
+        names << (names.tellp() ? "; " : "") << d.digest << " " << d.fingerprint.name;
+      input_error(store.path(), ": holds ", devices.size(), " devices and none is this machine (",
+                  names.str(), "): pick one with --device DIGEST");
+    }
+  } else {
+    for (const auto& d : devices)
+      if (d.digest == device || glob_match(device, d.fingerprint.name)) {
+        if (chosen)
+          input_error("--device '", device, "' matches more than one device in ", store.path());
+        chosen = &d;
+      }
+    if (!chosen) input_error("--device '", device, "' matches no device in ", store.path());
+  }
+  Selection sel;
+  sel.device_id = chosen->id;
+  db::MeasurementFilter f;
+  f.device_id = chosen->id;
+  const auto rows = store.measurements(f);
+  if (rows.empty())
+    input_error(store.path(), ": no successful measurements on device '", chosen->fingerprint.name,
+                "'");
+  const db::MeasurementRow* latest = &rows.front();
+  for (const auto& r : rows)
+    if (r.m.finished_at > latest->m.finished_at) latest = &r;
+  sel.build_id = latest->m.point.build_id;
+  sel.policy = latest->m.point.policy;
+  sel.cold = latest->m.point.cold;
+  return sel;
+}
+
+LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
+  db::MeasurementFilter f;
+  f.device_id = sel.device_id;
+  f.build_id = sel.build_id;
+  f.policy = sel.policy;
+  f.cold = sel.cold;
+  f.ok_only = false;
+  const auto rows = store.measurements(f);
+  // Pair by (workload, params): the MAC side and the full side of one point.
+  std::map<std::pair<db::Id, std::string>,
+           std::pair<const db::MeasurementRow*, const db::MeasurementRow*>>
+      by_point;
+  LoadedPairs out;
+  for (const auto& r : rows) {
+    if (r.m.status != db::PointStatus::ok) {
+      ++out.failed;
+      continue;
+    }
+    auto& slot = by_point[{r.m.point.workload_id, r.m.point.params}];
+    (r.instance.family == Family::full ? slot.second : slot.first) = &r;
+  }
+  for (const auto& [key, slot] : by_point) {
+    const auto [mac, full] = slot;
+    if (!mac || !full) {
+      ++out.incomplete;
+      continue;
+    }
+    if (mac->m.run_id != full->m.run_id) ++out.split_runs;
+    PairRow p;
+    p.bucket = bucket_of(mac->workload);
+    p.hit_rate = mac->workload.forced.hit_rate;
+    p.variant = variant_of(mac->workload);
+    if (mac->workload.forced.quota == ForcedQuota::skip_ratio) {
+      p.skip_ratio = mac->workload.forced.skip_ratio;
+      p.measured_skip = measured_skip_ratio(mac->m.notes);
+    }
+    p.mac_instance = mac->instance.name;
+    p.full_instance = full->instance.name;
+    try {
+      p.launch = parse_launch(name_of(mac->instance.backend), mac->m.point.params);
+    } catch (const InputError& e) {
+      input_error(store.path(), ": measurement ", mac->id, ": params '", mac->m.point.params,
+                  "': ", e.what());
+    }
+    p.mac_settings = mac->workload.mac;
+    p.mac = mac->m.stats;
+    p.full = full->m.stats;
+    p.mac_partial = mac->m.partial;
+    p.full_partial = full->m.partial;
+    out.pairs.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::map<std::string, Config> load_incumbents(const db::Store& store, const Selection& sel) {
+  std::map<std::string, Config> inc;
+  for (const db::BestConfig& b : store.best_configs(sel.device_id)) {
+    if (b.policy != sel.policy || b.hit_rate) continue;
+    const auto id = store.find_instance(b.instance);
+    const auto info = id ? store.instance(*id) : std::nullopt;
+    if (!info) continue;
+    try {
+      inc[b.bucket.key() + "/" + b.family] = parse_config(*info, b.params);
+    } catch (const InputError&) {
+      // A decision this build cannot read (a setting it does not know): no incumbent there.
+    }
+  }
+  return inc;
+}
+
+void store_decisions(db::Store& store, const Selection& sel,
+                     const std::vector<BucketDecision>& decisions, double tie_tolerance) {
+  for (const BucketDecision& d : decisions) {
+    for (const char* family : {"full", "mac"}) {
+      const Choice& c = std::string(family) == "mac" ? d.mac : d.full;
+      if (c.empty()) continue;
+      db::BestConfig b;
+      b.device_id = sel.device_id;
+      b.build_id = sel.build_id;
+      b.bucket = d.bucket;
+      b.family = family;
+      b.policy = sel.policy;
+      b.instance = c.config.instance;
+      b.params = config_text(c.config);
+      b.median_s = c.score;  // full: seconds; mac: relative score (1 = best everywhere)
+      if (c.margin > 0) b.margin = c.margin;
+      b.tie_tolerance = tie_tolerance;
+      for (std::size_t i = 0; i < c.ties.size(); ++i)
+        b.tie_set.push_back({c.ties[i].instance, config_text(c.ties[i]), c.tie_scores.at(i)});
+      store.write_best_config(b);
+    }
+    db::BreakEven be;
+    be.device_id = sel.device_id;
+    be.build_id = sel.build_id;
+    be.bucket = d.bucket;
+    be.policy = sel.policy;
+    be.status = d.break_even.status == "ok" ? db::BreakEvenStatus::found
+                                            : parse_enum<db::BreakEvenStatus>(d.break_even.status);
+    be.hit_rate = d.break_even.hit_rate;
+    if (d.break_even.hit_rate)
+      for (const CurvePoint& p : d.break_even.curve)
+        if (p.hit_rate == *d.break_even.hit_rate) be.speedup = p.speedup;
+    be.mac_instance = d.mac.config.instance;
+    be.mac_params = config_text(d.mac.config);
+    be.full_instance = d.full.config.instance;
+    be.full_params = config_text(d.full.config);
+    std::ostringstream notes;
+    notes << "interval=iqr;";
+    if (d.break_even.hit_rate && d.break_even.lo)  // (lo, hi] or [lo, hi]: emit uses hi
+      notes << " bracket=" << (d.break_even.lo_closed ? '[' : '(')
+            << format_number(*d.break_even.lo) << ',' << format_number(*d.break_even.hit_rate)
+            << "];";
+    for (const auto& [variant, v] : d.by_variant)
+      notes << ' ' << variant << " [" << v.status << "] " << curve_text(v) << ';';
+    be.notes = notes.str();
+    store.write_break_even(be);
+  }
+}
+
+}  // namespace mactune::tuner

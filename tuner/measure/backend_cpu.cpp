@@ -1,0 +1,264 @@
+// The CPU backend: cpu::Session timed with the steady clock, cold samples after a pass over a
+// buffer twice the size of the last-level cache, clock read from /proc/cpuinfo.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/session.h"
+#include "kernels/device.h"
+#include "kernels/error.h"
+#include "kernels/host_memory.h"
+#include "tuner/measure/measure.h"
+
+namespace mactune::tuner {
+namespace {
+
+// What the OS can hand out, plus the KV arenas this process holds for reuse (its own).
+long long available_bytes() {
+  return static_cast<long long>(available_host_bytes() +
+                                static_cast<double>(cpu::arena_cache_held_bytes()));
+}
+
+// Mean of the "cpu MHz" lines of /proc/cpuinfo (the current clock of every logical CPU).
+std::optional<double> mean_cpu_mhz() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  double sum = 0;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu MHz", 0) != 0) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    sum += std::strtod(line.c_str() + colon + 1, nullptr);
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+std::string resolved_isa(const std::string& isa) {
+  return std::string(cpu::isa_name(cpu::resolve_isa(isa)));
+}
+
+cpu::SessionOptions session_options(const TunePoint& p, bool mac) {
+  cpu::SessionOptions o;
+  o.shape = p.shape;
+  o.mac = p.mac;
+  o.mac_enabled = mac;
+  if (mac) o.forced = p.forced;
+  o.engine = p.cpu;
+  o.max_context = p.context + 1;  // the step appends at m = context
+  return o;
+}
+
+// KV pools, ring and inputs of one session, roughly (for the memory check).
+double session_bytes(const TunePoint& p, bool mac) {
+  return mactune::session_bytes(p.shape, p.context, mac ? &p.mac : nullptr);
+}
+
+// FOR TESTS ONLY: MACTUNE_TEST_SLOWDOWN="SIDE:KEY=VALUE[,KEY=VALUE...][:FACTOR]" makes every
+// sample of the points whose side ("mac" or "full") and launch params match last FACTOR times
+// (default 2) as long, by spinning after the step inside the timed region: a build with one
+// kernel deliberately slowed, for `mactune compare`'s tests (docs/compare.md). Unset in real use.
+// Read strictly, when the backend starts: at least one KEY=VALUE, each KEY a launch parameter
+// of the CPU engine with a value it accepts, FACTOR a number in [1, 1000] ('mac:' would
+// otherwise match, and slow, every MAC sample).
+struct Slowdown {
+  bool mac = true;
+  std::vector<std::string> match;  // ",key=canonical value," pieces of launch_text()
+  double factor = 1.0;             // 1: off
+};
+
+Slowdown parse_slowdown() {
+  const char* env = std::getenv("MACTUNE_TEST_SLOWDOWN");
+  Slowdown out;
+  if (!env || !*env) return out;
+  const std::string v = env;
+  const auto bad = [&](const std::string& why) {
+    input_error("MACTUNE_TEST_SLOWDOWN='", v, "': ", why,
+                " (expected SIDE:KEY=VALUE[,KEY=VALUE...][:FACTOR], e.g. mac:chunk_tokens=128:4)");
+  };
+  const auto c1 = v.find(':');
+  if (c1 == std::string::npos) bad("no ':' after SIDE");
+  const auto c2 = v.find(':', c1 + 1);
+  const std::string side = v.substr(0, c1);
+  const std::string want = v.substr(c1 + 1, c2 == std::string::npos ? c2 : c2 - c1 - 1);
+  if (side != "mac" && side != "full") bad("SIDE must be mac or full");
+  out.mac = side == "mac";
+  if (want.empty()) bad("no KEY=VALUE: it would slow every " + side + " sample");
+  std::istringstream in(want);
+  for (std::string kv; std::getline(in, kv, ',');) {
+    const auto eq = kv.find('=');
+    if (kv.empty() || eq == std::string::npos) bad("'" + kv + "' is not KEY=VALUE");
+    const std::string key = kv.substr(0, eq);
+    const Field<cpu::EngineConfig>* f = find_field<cpu::EngineConfig>(key);
+    if (!f || f->role != FieldRole::param)
+      bad("'" + key + "' is not a launch parameter of the CPU engine");
+    try {
+      out.match.push_back("," + key + "=" + f->text(f->parse(kv.substr(eq + 1))) + ",");
+    } catch (const InputError& e) {
+      bad(key + ": " + e.what());
+    }
+  }
+  if (!want.empty() && want.back() == ',') bad("an empty KEY=VALUE");
+  out.factor = 2.0;
+  if (c2 != std::string::npos) {
+    const std::optional<double> f = parse_real(v.substr(c2 + 1));
+    if (!f || *f < 1 || *f > 1000) bad("FACTOR must be a number in [1, 1000]");
+    out.factor = *f;
+  }
+  return out;
+}
+
+double test_slowdown(const Slowdown& sd, const TunePoint& p, bool mac) {
+  if (sd.factor <= 1 || sd.mac != mac) return 1.0;
+  std::string have = ",";
+  have.append(p.launch_text()).push_back(',');
+  for (const std::string& kv : sd.match)
+    if (have.find(kv) == std::string::npos) return 1.0;
+  return sd.factor;
+}
+
+class CpuCase final : public Case {
+ public:
+  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed, double slowdown)
+      : session_(session_options(p, mac)),
+        in_(prefilled_step(session_, p.shape.batch, p.context, seed)),
+        slowdown_(slowdown) {}
+
+  std::string instance() const override { return session_.instance_name(); }
+  void run() override {
+    stats_ = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false).stats;
+  }
+  // The steady clock around the step. A sample during which the kernel preempted any thread of
+  // the process (an involuntary context switch: another process took the core) timed the
+  // scheduler as much as the step: it is marked disturbed.
+  double sample() override {
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    timer_.start();
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto& r = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false);
+    if (slowdown_ > 1) {
+      const auto until = t0 + (std::chrono::steady_clock::now() - t0) * slowdown_;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
+    const double s = timer_.stop();
+    getrusage(RUSAGE_SELF, &after);
+    disturbed_ = after.ru_nivcsw > before.ru_nivcsw;
+    stats_ = r.stats;
+    return s;
+  }
+  bool disturbed() const override { return disturbed_; }
+  StepStats stats() const override { return stats_; }
+
+ private:
+  cpu::Session session_;
+  StepInputs in_;
+  SteadyTimer timer_;
+  StepStats stats_;
+  bool disturbed_ = false;
+  double slowdown_ = 1.0;  // MACTUNE_TEST_SLOWDOWN (tests only)
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // A sweep builds and drops sessions of one shape by the dozen: their KV arenas are recycled
+  // (up to a quarter of what the machine has free now) instead of faulted in afresh each time.
+  CpuBackend() : slowdown_(parse_slowdown()) {
+    cpu::set_arena_cache_bytes(static_cast<std::size_t>(available_host_bytes() / 4));
+  }
+  ~CpuBackend() override { cpu::set_arena_cache_bytes(0); }
+
+  std::string name() const override { return "cpu"; }
+  DeviceFingerprint device() const override { return cpu_fingerprint(); }
+  std::string timer_name() const override { return "steady_clock"; }
+  void use_timer(const std::string& name) override {
+    MACTUNE_REQUIRE(name == "auto" || name == "steady_clock", "timer '", name,
+                    "' needs the cuda backend (the CPU backend times with steady_clock)");
+  }
+  std::vector<InstanceDesc> instances() const override { return cpu::instances(); }
+
+  std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
+    std::string isa = p.cpu.isa;
+    try {
+      isa = resolved_isa(p.cpu.isa);
+    } catch (const InputError&) {
+      // Not runnable here: the names still identify the (failed) point.
+    }
+    return {cpu::instance_name(true, isa, p.shape.head_dim, p.shape.kv_dtype),
+            cpu::instance_name(false, isa, p.shape.head_dim, p.shape.kv_dtype)};
+  }
+
+  std::string can_run(const TunePoint& p) const override {
+    for (bool mac : {true, false}) {
+      const std::string why = cpu::validate(session_options(p, mac));
+      if (!why.empty()) return why;
+    }
+    const double need = session_bytes(p, true) + 2 * session_bytes(p, false);
+    const long long have = available_bytes();
+    if (have > 0 && need > 0.8 * static_cast<double>(have)) {
+      std::ostringstream e;
+      e << "needs about " << std::fixed << std::setprecision(1) << need / (1 << 30)
+        << " GiB of KV and ring memory, more than 80% of the " << double(have) / (1 << 30)
+        << " GiB available";
+      return e.str();
+    }
+    return "";
+  }
+
+  double memory_available() const override { return static_cast<double>(available_bytes()); }
+  double case_bytes(const TunePoint& p, bool mac) const override { return session_bytes(p, mac); }
+  std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
+    allocate_flush_buffer();
+    return std::make_unique<CpuCase>(p, mac, seed, test_slowdown(slowdown_, p, mac));
+  }
+
+  void flush_caches() override {
+    // Read-modify-write one byte per cache line: evicts the KV of the last sample from the
+    // shared LLC (and this core's private levels). Other cores' private L2 keeps at most a
+    // few hundred KiB, negligible next to a decode step's KV.
+    allocate_flush_buffer();
+    volatile unsigned char* b = flush_.data();
+    for (std::size_t i = 0; i < flush_.size(); i += 64) b[i] = static_cast<unsigned char>(b[i] + 1);
+  }
+
+  ClockState clock_begin() override { return read_clock(); }
+  ClockState clock_end() override { return read_clock(); }
+
+ private:
+  // With the first case, outside any point's time cap: faulting in its pages takes seconds on
+  // a loaded machine, and a backend that only plans (a dry run, `mactune slurm`) never needs it.
+  void allocate_flush_buffer() {
+    if (flush_.empty()) flush_.assign(std::max<std::size_t>(2 * cpu_llc_bytes(), 64u << 20), 1);
+  }
+
+  static ClockState read_clock() {
+    ClockState c;
+    c.mhz = mean_cpu_mhz();
+    c.note = c.mhz ? "cpu MHz from /proc/cpuinfo" : "no clock information on this CPU";
+    return c;
+  }
+
+  Slowdown slowdown_;  // MACTUNE_TEST_SLOWDOWN (tests only)
+  std::vector<unsigned char> flush_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
+
+}  // namespace mactune::tuner
