@@ -41,17 +41,21 @@ cudaError_t launch_pruned_d(const PrunedMatchParams& p, DType kv_dtype, cudaStre
 cudaError_t launch_match_pruned(const PrunedMatchParams& p, int head_dim, DType kv_dtype,
                                 cudaStream_t stream) {
   switch (head_dim) {
-    case 64: return launch_pruned_d<64>(p, kv_dtype, stream);
-    case 128: return launch_pruned_d<128>(p, kv_dtype, stream);
-    case 256: return launch_pruned_d<256>(p, kv_dtype, stream);
-    default: return cudaErrorInvalidValue;
+    case 64:
+      return launch_pruned_d<64>(p, kv_dtype, stream);
+    case 128:
+      return launch_pruned_d<128>(p, kv_dtype, stream);
+    case 256:
+      return launch_pruned_d<256>(p, kv_dtype, stream);
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
 cudaError_t launch_sketch(const SketchParams& p, cudaStream_t stream) {
   if (p.ring_q == nullptr || p.codes == nullptr || p.scale == nullptr || p.c2 == nullptr ||
-      p.err == nullptr || p.capacity < 1 || p.q_heads < 1 || p.head_dim < 2 ||
-      p.head_dim > 512 || p.head_dim % 2 != 0)
+      p.err == nullptr || p.capacity < 1 || p.q_heads < 1 || p.head_dim < 2 || p.head_dim > 512 ||
+      p.head_dim % 2 != 0)
     return cudaErrorInvalidValue;
   const long long entries = p.rows != nullptr
                                 ? static_cast<long long>(p.n) * p.q_heads

@@ -183,8 +183,7 @@ void Session::Impl::configure(const EngineConfig& e) {
   }
   // The pruned match reads the ring's sketch; `normalized` compares unit vectors, which the
   // sketch does not bound, so it scans.
-  const bool new_pruned =
-      mac() && e.match_mode == "pruned" && opt.mac.pick != PickRule::normalized;
+  const bool new_pruned = mac() && e.match_mode == "pruned" && opt.mac.pick != PickRule::normalized;
   if (new_pruned && opt.mac.ring_capacity > kPrunedMaxCapacity)
     input_error("engine match_mode = pruned holds rings of at most ", kPrunedMaxCapacity,
                 " entries; ring_capacity is ", opt.mac.ring_capacity);
@@ -219,7 +218,7 @@ void Session::Impl::configure(const EngineConfig& e) {
     MACTUNE_CUDA_CHECK(cudaDeviceSynchronize());  // the ring's fills, on the legacy stream
     for (int id = 0; id < slots; ++id)
       if (used[static_cast<std::size_t>(id)] && lengths[static_cast<std::size_t>(id)] > 0)
-        sketch_slots(id, 1);
+        sketch(nullptr, 0, id, 1);
   }
   pruned = new_pruned;
   for (auto& [n, exec] : graphs) cudaGraphExecDestroy(exec);  // they hold the old pointers
@@ -227,7 +226,8 @@ void Session::Impl::configure(const EngineConfig& e) {
   opt.engine = e;
 }
 
-void Session::Impl::sketch_rows(const StepRow* rows, int n) {
+// The sketch kernel over the ring: the step's rows, or (rows null) `count` slots from `slot`.
+void Session::Impl::sketch(const StepRow* rows, int n, int slot, int count) {
   SketchParams p;
   p.ring_q = ring_q.get();
   p.codes = sk_codes.get<std::uint8_t>();
@@ -236,20 +236,6 @@ void Session::Impl::sketch_rows(const StepRow* rows, int n) {
   p.err = sk_err.get<float>();
   p.rows = rows;
   p.n = n;
-  p.q_heads = q_heads;
-  p.capacity = opt.mac.ring_capacity;
-  p.head_dim = head_dim;
-  p.kv_dtype = opt.shape.kv_dtype;
-  MACTUNE_CUDA_CHECK(launch_sketch(p, stream));
-}
-
-void Session::Impl::sketch_slots(int slot, int count) {
-  SketchParams p;
-  p.ring_q = ring_q.get();
-  p.codes = sk_codes.get<std::uint8_t>();
-  p.scale = sk_scale.get<float>();
-  p.c2 = sk_c2.get<float>();
-  p.err = sk_err.get<float>();
   p.slot = slot;
   p.slots = count;
   p.q_heads = q_heads;
@@ -348,7 +334,7 @@ void Session::prefill_synthetic(int id, int len, std::uint64_t seed) {
   p.kv_dtype = s.opt.shape.kv_dtype;
   p.seed = seed;
   MACTUNE_CUDA_CHECK(launch_synthetic(p, s.stream));
-  if (s.pruned) s.sketch_slots(id, 1);
+  if (s.pruned) s.sketch(nullptr, 0, id, 1);
   s.lengths[static_cast<std::size_t>(id)] = len;
 }
 

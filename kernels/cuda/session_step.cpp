@@ -257,7 +257,7 @@ void Session::Impl::enqueue(int n, bool capturing) {
     p.rectify = opt.mac.rectify;
     p.subtract_guard = static_cast<float>(opt.mac.subtract_guard);
     MACTUNE_CUDA_CHECK(merge->launch(p, stream));
-    if (mac() && pruned) sketch_rows(rows, n);  // the entries the merge just wrote
+    if (mac() && pruned) sketch(rows, n);  // the entries the merge just wrote
   }
   mark();
   record(ev_stop, capturing);

@@ -44,6 +44,18 @@ std::vector<int> add_prefilled(Session& s) {
   return ids;
 }
 
+// One step's inputs for every request of `ids`, in step order.
+void next_batch(Inputs& in, const std::vector<int>& ids, std::vector<float>& q,
+                std::vector<float>& k, std::vector<float>& v) {
+  std::vector<float> q1, k1, v1;
+  for (int id : ids) {
+    in.next(id, q1, k1, v1);
+    q.insert(q.end(), q1.begin(), q1.end());
+    k.insert(k.end(), k1.begin(), k1.end());
+    v.insert(v.end(), v1.begin(), v1.end());
+  }
+}
+
 // A device buffer of floats for step_device (the test's own: the session allocates nothing).
 struct DeviceFloats {
   float* p = nullptr;
@@ -183,13 +195,8 @@ TEST(SessionCuda, IdentityPageTableGivesTheSameAnswer) {
   ASSERT_EQ(add_prefilled(b), ids);
   Inputs in(permuted.shape, permuted.mac.band, 5);
   for (int t = 0; t < 3; ++t) {
-    std::vector<float> q, k, v, q1, k1, v1;
-    for (int id : ids) {
-      in.next(id, q1, k1, v1);
-      q.insert(q.end(), q1.begin(), q1.end());
-      k.insert(k.end(), k1.begin(), k1.end());
-      v.insert(v.end(), v1.begin(), v1.end());
-    }
+    std::vector<float> q, k, v;
+    next_batch(in, ids, q, k, v);
     const std::vector<float> got_a = a.step(ids, q, k, v).out;
     const std::vector<float> got_b = b.step(ids, q, k, v).out;
     ASSERT_EQ(got_a.size(), got_b.size());
@@ -211,13 +218,8 @@ TEST(SessionCuda, PrunedMatchGivesTheScansAnswer) {
   Inputs in(scan.shape, scan.mac.band, 9);
   long long hits = 0;
   for (int t = 0; t < 40; ++t) {
-    std::vector<float> q, k, v, q1, k1, v1;
-    for (int id : ids) {
-      in.next(id, q1, k1, v1);
-      q.insert(q.end(), q1.begin(), q1.end());
-      k.insert(k.end(), k1.begin(), k1.end());
-      v.insert(v.end(), v1.begin(), v1.end());
-    }
+    std::vector<float> q, k, v;
+    next_batch(in, ids, q, k, v);
     const Session::Result ra = a.step(ids, q, k, v);
     const Session::Result& rb = b.step(ids, q, k, v);
     ASSERT_EQ(ra.decisions.size(), rb.decisions.size());

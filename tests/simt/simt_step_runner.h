@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_harness.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/registry.h"
 #include "kernels/cuda/session.h"
@@ -73,6 +74,28 @@ inline cuda::SessionOptions synth_options(const SynthCase& c) {
   for (int x : c.contexts) longest = std::max(longest, x);
   o.max_context = longest + c.steps + 1;
   return o;
+}
+
+// The GPU tests' harness case at simt's sizes: 3 requests of 2 KV heads, rings of 32, band 6,
+// 46 steps (every ring slot written by a step both sides ran, then 14 more).
+inline cuda::testing::Case harness_case(const std::string& name, int group, int page,
+                                        PickRule pick) {
+  cuda::testing::Case c;
+  c.name = name;
+  c.shape.batch = 3;
+  c.shape.kv_heads = 2;
+  c.shape.q_heads = 2 * group;
+  c.shape.head_dim = 128;
+  c.shape.kv_dtype = DType::bf16;
+  c.shape.page_size = page;
+  c.mac.ring_capacity = 32;
+  c.mac.band = 6;
+  c.mac.tau = 0.45;
+  c.mac.min_context = 10;
+  c.mac.pick = pick;
+  c.requests = 3;
+  c.steps = 32 + 14;
+  return c;
 }
 
 inline SynthOutcome run_synthetic(const SynthCase& c) {
@@ -148,11 +171,10 @@ inline SynthOutcome run_synthetic(const SynthCase& c) {
                       << " p " << b.p << " start " << b.start << " d2 " << b.d2;
         return res;
       }
-      const bool probe_miss = (c.engine.match.find("_p1_") != std::string::npos ||
-                               c.engine.match_mode == "pruned" ||
-                               (t >= c.switch_at && c.switch_at >= 0 &&
-                                c.switch_engine.match_mode == "pruned")) &&
-                              !b.hit;
+      const bool probe_miss =
+          (c.engine.match.find("_p1_") != std::string::npos || c.engine.match_mode == "pruned" ||
+           (t >= c.switch_at && c.switch_at >= 0 && c.switch_engine.match_mode == "pruned")) &&
+          !b.hit;
       if (b.eligible && std::isfinite(b.d2) && !probe_miss && !c.forced.enabled)
         EXPECT_NEAR(a.d2, b.d2, 1e-4 * std::max(1.0f, std::abs(b.d2)) + 1e-3)
             << c.name << " head " << h;

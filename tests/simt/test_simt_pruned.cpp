@@ -31,9 +31,9 @@ namespace mactune::simt::testing {
 namespace {
 
 using cuda::kPrunedMaxCapacity;
+using cuda::launch_sketch;
 using cuda::SketchParams;
 using cuda::StepRow;
-using cuda::launch_sketch;
 
 template <class T>
 T* device_copy(const std::vector<T>& host) {
@@ -119,25 +119,6 @@ TEST(SimtPruned, SketchKernelEqualsCpuQuantize) {
 }
 
 // ---- The GPU tests' harness and criterion, as test_simt_step.cpp runs it for the scan.
-cuda::testing::Case harness_case(const std::string& name, int group, int page, PickRule pick) {
-  cuda::testing::Case c;
-  c.name = name;
-  c.shape.batch = 3;
-  c.shape.kv_heads = 2;
-  c.shape.q_heads = 2 * group;
-  c.shape.head_dim = 128;
-  c.shape.kv_dtype = DType::bf16;
-  c.shape.page_size = page;
-  c.mac.ring_capacity = 32;
-  c.mac.band = 6;
-  c.mac.tau = 0.45;
-  c.mac.min_context = 10;
-  c.mac.pick = pick;
-  c.engine.match_mode = "pruned";
-  c.steps = 32 + 14;
-  return c;
-}
-
 void expect_calibrated(const cuda::testing::Case& c, const cuda::testing::Outcome& o) {
   EXPECT_LE(o.gpu.rel(), 0.5 * o.store.rel()) << c.name;
   EXPECT_GT(o.hits, 0) << c.name << ": no hit exercised";
@@ -147,12 +128,14 @@ void expect_calibrated(const cuda::testing::Case& c, const cuda::testing::Outcom
 
 TEST(SimtPruned, HarnessGqa4Page1NearestGraph) {
   cuda::testing::Case c = harness_case("pruned_gqa4_p1_nearest_graph", 4, 1, PickRule::nearest);
+  c.engine.match_mode = "pruned";
   c.engine.graph = true;
   expect_calibrated(c, cuda::testing::run_against_reference(c));
 }
 
 TEST(SimtPruned, HarnessGqa8Page7Newest) {
-  const cuda::testing::Case c = harness_case("pruned_gqa8_p7_newest", 8, 7, PickRule::newest);
+  cuda::testing::Case c = harness_case("pruned_gqa8_p7_newest", 8, 7, PickRule::newest);
+  c.engine.match_mode = "pruned";
   expect_calibrated(c, cuda::testing::run_against_reference(c));
 }
 

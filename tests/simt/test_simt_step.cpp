@@ -25,25 +25,6 @@ using cuda::testing::Outcome;
 using cuda::testing::run_against_reference;
 
 // ---- The GPU tests' harness and criterion (test_gpu_numerics.cpp: rel err <= 0.5 e_store).
-Case harness_case(const std::string& name, int group, int page, PickRule pick) {
-  Case c;
-  c.name = name;
-  c.shape.batch = 3;
-  c.shape.kv_heads = 2;
-  c.shape.q_heads = 2 * group;
-  c.shape.head_dim = 128;
-  c.shape.kv_dtype = DType::bf16;
-  c.shape.page_size = page;
-  c.mac.ring_capacity = 32;
-  c.mac.band = 6;
-  c.mac.tau = 0.45;
-  c.mac.min_context = 10;
-  c.mac.pick = pick;
-  c.requests = 3;
-  c.steps = 32 + 14;
-  return c;
-}
-
 void expect_calibrated(const Case& c, const Outcome& o) {
   const double tol = 0.5 * o.store.rel();
   EXPECT_GT(o.store.rel(), 0.0) << c.name;

@@ -16,8 +16,9 @@
 //
 // Bytes: a candidate costs D/2 + 12 bytes instead of 2 D, plus 2 D for a survivor. The session
 // runs it for `match_mode = pruned` (nearest and newest picks; `normalized` scans) and keeps the
-// sketch current with quantize_entry below (the sketch kernel, match_pruned.cu); tests/cuda/test_match_pruned.cu
-// checks it against a host reference, tests/simt/test_simt_pruned.cpp the whole step.
+// sketch current with quantize_entry below (the sketch kernel, match_pruned.cu);
+// tests/cuda/test_match_pruned.cu checks it against a host reference,
+// tests/simt/test_simt_pruned.cpp the whole step.
 #pragma once
 
 #include <cstdint>

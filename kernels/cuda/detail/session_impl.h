@@ -129,10 +129,9 @@ struct Session::Impl {
   void check_id(int id) const;
   KvCache kv_cache() const;
   RingBuffers ring() const;
-  // The sketch of ring entries (pruned only): the step's rows, or every entry of slots
-  // [slot, slot + count).
-  void sketch_rows(const StepRow* rows, int n);
-  void sketch_slots(int slot, int count);
+  // The sketch of ring entries (pruned only): the step's n rows, or (rows null) every entry of
+  // slots [slot, slot + count).
+  void sketch(const StepRow* rows, int n, int slot = 0, int count = 0);
   bool mac() const { return opt.mac_enabled; }
 
   // Stages the inputs in pinned memory and enqueues the step (graph or direct). With

@@ -86,8 +86,7 @@ void shared_access(Thread& t, std::uintptr_t a, std::size_t n, bool write, const
         s.r_tid = kManyReaders;
       }
     } else {
-      if (s.w_iv == g_iv && written && !ordered(s.w_tid, s.w_ws, t) &&
-          !(atomic && s.w_atomic)) {
+      if (s.w_iv == g_iv && written && !ordered(s.w_tid, s.w_ws, t) && !(atomic && s.w_atomic)) {
         report(Check::shared_race, s.w_pc, pc,
                "write-after-write race: " + thread_name(s.w_tid) + " wrote at " + site(s.w_pc) +
                    ", " + thread_name(t.tid) + " writes at " + site(pc) +
