@@ -35,12 +35,13 @@ fi
 # Fields of a row: id file pattern replacement tests [occurrence], trimmed.
 field() { echo "$1" | cut -d'|' -f"$2" | sed 's/^[[:space:]]*//;s/[[:space:]]*$//'; }
 
-[[ -f /root/.ccache_env ]] && source /root/.ccache_env
+# ccache (scripts/ccache-env.sh): the unmutated TUs' objects come from the ci build's cache.
+source scripts/ccache-env.sh
 mkdir -p "$build" "$bins"
 rm -rf "$work" && mkdir -p "$work/kernels" && cp -r kernels/cuda "$work/kernels/cuda"
 # Only the instances the mutation tests run (a MAC step: attend, the full-scan match, merge):
-# an attend, match or merge mutation recompiles three kernel TUs (each includes all three
-# families' headers through detail/launch_impl.cuh).
+# an attend or merge mutation recompiles its family's instance alone (each instance TU includes
+# its family's detail/launch_<family>.cuh only); a match mutation also the pruned match's TU.
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMACTUNE_SIMT=ON \
   -DMACTUNE_ENABLE_CUDA=OFF -DMACTUNE_BUILD_BENCH=OFF -DMACTUNE_BUILD_PYTHON=OFF \
   -DMACTUNE_KERNEL_FILTER='attend_*;match_*_p0_*;merge_*' \

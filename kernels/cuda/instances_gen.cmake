@@ -106,12 +106,15 @@ foreach(_line IN LISTS _grid_lines)
   endif()
   string(TOUPPER ${_family} _FAMILY)
   set(_tag "instance::${_name}")
+  # The launcher header of the family (detail/launch_<family>.cuh; full's kernels are attend's).
+  set(MACTUNE_INSTANCE_LAUNCHER launch_${_family}.cuh)
   if(_family STREQUAL "attend")
     set(_type AttendConfig)
     set(_decls "cudaError_t launch_attend<${_tag}>(const AttendParams&, int, cudaStream_t)"
                "cudaError_t attend_ctas_per_sm<${_tag}>(int&)")
     set(_row "{describe(${_tag}::config), ${_tag}::config, &launch_attend<${_tag}>, &attend_ctas_per_sm<${_tag}>}")
   elseif(_family STREQUAL "full")
+    set(MACTUNE_INSTANCE_LAUNCHER launch_attend.cuh)
     set(_type FullConfig)
     set(_decls "cudaError_t launch_full<${_tag}>(const AttendParams&, int, cudaStream_t)"
                "cudaError_t full_ctas_per_sm<${_tag}>(int&)")

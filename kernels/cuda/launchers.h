@@ -3,8 +3,9 @@
 // synchronizes, so it is safe inside stream capture). The templates take an instance tag, a
 // struct named by the canonical instance name with `static constexpr <Family>Config config`
 // (generated in <kernels/cuda/instances.h> with the `extern template` declarations of the
-// built instances); they are defined in detail/launch_impl.cuh and instantiated once per
-// instance (generated TUs). Host code reaches instances through the registry (registry.h).
+// built instances); they are defined in detail/launch_{attend,match,merge}.cuh (one header per
+// family; full's launchers are in launch_attend.cuh) and instantiated once per instance
+// (generated TUs). Host code reaches instances through the registry (registry.h).
 #pragma once
 
 #include <cuda_runtime_api.h>

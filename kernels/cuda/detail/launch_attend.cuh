@@ -1,12 +1,11 @@
-// Definitions of the launcher templates of launchers.h. Included only by the generated
-// instance translation units (one per instance of the grid in instances.txt).
+// Definitions of the attend and full launcher templates of launchers.h. Included only by the
+// generated instance translation units of the attend and full families (templates/instance.cu.in):
+// one header per family, so a change to one family's kernel recompiles only its instances.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "kernels/cuda/detail/attend.cuh"
-#include "kernels/cuda/detail/match.cuh"
-#include "kernels/cuda/detail/merge.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/launchers.h"
 
@@ -63,30 +62,6 @@ cudaError_t full_ctas_per_sm(int& ctas) {
     return e;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, full_kernel<Instance>, kAttendThreads,
                                                        smem);
-}
-
-template <class Instance>
-cudaError_t launch_match(const MatchParams& p, cudaStream_t stream) {
-  static_assert(config_error(Instance::config).empty(), "invalid MatchConfig");
-  if (p.n < 1) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(p.tiles), static_cast<unsigned>(p.n * p.q_heads));
-  match_kernel<Instance><<<grid, kMatchThreads, 0, stream>>>(p);
-  return cudaGetLastError();
-}
-
-template <class Instance>
-cudaError_t match_ctas_per_sm(int& ctas) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, match_kernel<Instance>, kMatchThreads,
-                                                       0);
-}
-
-template <class Instance>
-cudaError_t launch_merge(const MergeParams& p, cudaStream_t stream) {
-  static_assert(config_error(Instance::config).empty(), "invalid MergeConfig");
-  if (p.n < 1) return cudaSuccess;
-  const int grid = merge_grid(static_cast<long long>(p.n) * p.q_heads);
-  merge_kernel<Instance><<<grid, kMergeThreads, 0, stream>>>(p);
-  return cudaGetLastError();
 }
 
 }  // namespace mactune::cuda
