@@ -313,6 +313,24 @@ JOIN workloads w ON w.id = m.workload_id
 LEFT JOIN runs r ON r.id = m.run_id;
 )sql";
 
+// Version 7. One name for the chunk knob of both engines: the CUDA engine's launch parameter
+// `min_chunk` is spelt `chunk_tokens` as the CPU engine's (kernels/cuda/engine_config.h; the
+// old name stays an alias on input). Launch params lead the stored texts ("k=v,...", then
+// ";MAC settings" in decisions) and sit in tie_set's JSON strings.
+constexpr const char* kSchemaV7 = R"sql(
+UPDATE measurements SET params = substr(replace(',' || params, ',min_chunk=', ',chunk_tokens='), 2)
+  WHERE instr(params, 'min_chunk=') > 0;
+UPDATE best_configs SET
+  params = substr(replace(',' || params, ',min_chunk=', ',chunk_tokens='), 2),
+  tie_set = replace(replace(tie_set, '"min_chunk=', '"chunk_tokens='), ',min_chunk=',
+                    ',chunk_tokens=')
+  WHERE instr(params, 'min_chunk=') > 0 OR instr(tie_set, 'min_chunk=') > 0;
+UPDATE break_even SET
+  mac_params = substr(replace(',' || mac_params, ',min_chunk=', ',chunk_tokens='), 2),
+  full_params = substr(replace(',' || full_params, ',min_chunk=', ',chunk_tokens='), 2)
+  WHERE instr(mac_params, 'min_chunk=') > 0 OR instr(full_params, 'min_chunk=') > 0;
+)sql";
+
 void begin_schema_version_table(Connection& c) {
   c.exec(
       "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -337,6 +355,8 @@ const std::vector<Migration>& builtin_migrations() {
       {5, "measurements.samples_s: every kept sample of a row, in the order it was taken",
        [](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN samples_s TEXT"); }},
       {6, "measurements_view shows partial", [](Connection& c) { c.exec(kSchemaV6); }},
+      {7, "CUDA launch params: min_chunk spelt chunk_tokens, as the CPU engine's",
+       [](Connection& c) { c.exec(kSchemaV7); }},
   };
   return m;
 }
