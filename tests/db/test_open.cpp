@@ -131,7 +131,7 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
     BestConfig b;
     b.device_id = device;
     b.bucket = Bucket::of(w.problem, w.context);
-    b.family = "mac";
+    b.family = Family::mac;
     b.policy = "steady_clock";
     b.instance = test_instance("mac").name;
     b.params =
@@ -141,8 +141,10 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
     s.write_best_config(b);
     s.connection().exec(
         "DROP TABLE key_formats; DELETE FROM schema_version WHERE version >= 3;"
-        // v6's view names the columns v4 and v5 added; v1's comes back with v6.
+        // The view names the columns v4, v5 and v8 added; v1's comes back with v6, v8's after.
         "DROP VIEW measurements_view;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_read;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_total;"
         "ALTER TABLE measurements DROP COLUMN samples_s;"
         "ALTER TABLE measurements DROP COLUMN partial;"
         "ALTER TABLE workloads DROP COLUMN subtract_guard;"
@@ -193,13 +195,13 @@ TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
     BestConfig b;
     b.device_id = device;
     b.bucket = Bucket::of(w.problem, w.context);
-    b.family = "mac";
+    b.family = Family::mac;
     b.policy = "cuda-event";
     b.instance = test_instance().name;
     b.params = first;
     b.tie_set = {{b.instance, first, 1e-3}, {b.instance, launch + ";K=256", 2e-3}};
     s.write_best_config(b);
-    BreakEven e;
+    BreakEvenRow e;
     e.device_id = device;
     e.build_id = build;
     e.bucket = b.bucket;
@@ -208,7 +210,12 @@ TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
     e.mac_params = launch + ";K=512";
     e.full_params = launch;
     s.write_break_even(e);
-    s.connection().exec("DELETE FROM schema_version WHERE version >= 7");
+    // Undo v8 (its view names the columns it added), then v7.
+    s.connection().exec(
+        "DROP VIEW measurements_view;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_read;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_total;"
+        "DELETE FROM schema_version WHERE version >= 7");
   }
   Store s = Store::open(path);
   EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));

@@ -295,7 +295,7 @@ struct BoundaryCase {
       b.bucket = Bucket::of(x.shape, x.context);
       b.full.config = {"full_cpu_test", launch, std::nullopt};
       b.mac.config = {"mac_cpu_test", launch, s.mac};
-      b.break_even.status = "ok";
+      b.break_even.status = BreakEvenStatus::ok;
       b.break_even.hit_rate = be_at(v);
       d.decisions.push_back(b);
     }

@@ -96,9 +96,9 @@ TEST_F(EmitFixture, DecisionsAreStoredAndTheTableIsPiecewise) {
     EXPECT_EQ(launch_text(d2.mac.config.launch),
               "threads=0,chunk_tokens=256,block_rows=16,match_mode=scan");
     EXPECT_EQ(d2.full.config.launch, d2.mac.config.launch);
-    const std::string want = d2.bucket.context == 65536 ? "ok"
-                             : d2.bucket.batch == 1     ? "ok"
-                                                        : "never";
+    const BreakEvenStatus want = d2.bucket.context == 65536 ? BreakEvenStatus::ok
+                                 : d2.bucket.batch == 1     ? BreakEvenStatus::ok
+                                                            : BreakEvenStatus::never;
     EXPECT_EQ(d2.break_even.status, want) << d2.bucket.key();
     if (d2.bucket.context == 65536) {
       EXPECT_DOUBLE_EQ(*d2.break_even.hit_rate, 0.5);
