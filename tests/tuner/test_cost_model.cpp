@@ -348,5 +348,26 @@ TEST(CostModel, BatchBoundariesGoWhereThePredictedDecisionChanges) {
   EXPECT_NE(t.entries[1].note.find("batch boundary"), std::string::npos) << t.entries[1].note;
 }
 
+// A stored point's planning limits come from its launch text read through the engine's field
+// table: the CUDA knob under its name since schema v7 (chunk_tokens) or its old one, the CPU
+// engine's threads and chunk_tokens, each engine's own default for what the text leaves out.
+TEST(CostModel, PlanLimitsReadTheLaunchTextThroughTheEngineTable) {
+  DeviceFingerprint gpu;
+  gpu.backend = "cuda";
+  gpu.compute_units = 132;
+  const std::string launch = "match=auto,merge=auto,chunk_tokens=64,ctas_per_sm=0,graph=false";
+  EXPECT_EQ(plan_limits_of(gpu, launch).min_chunk, 64);
+  EXPECT_EQ(plan_limits_of(gpu, "min_chunk=32").min_chunk, 32);
+  EXPECT_EQ(plan_limits_of(gpu, "").min_chunk, cuda::EngineConfig{}.min_chunk);
+  EXPECT_EQ(plan_limits_of(gpu, launch).workers, 132);
+  DeviceFingerprint cpu;
+  cpu.threads = 8;
+  EXPECT_EQ(plan_limits_of(cpu, "threads=2,chunk_tokens=1024").min_chunk, 1024);
+  EXPECT_EQ(plan_limits_of(cpu, "threads=0").min_chunk, cpu::EngineConfig{}.chunk_tokens);
+  EXPECT_EQ(plan_limits_of(cpu, "threads=0").workers, 8);
+  EXPECT_EQ(plan_limits_of(cpu, "threads=3").workers, 3);
+  EXPECT_THROW(plan_limits_of(cpu, "no_such_knob=1"), InputError);
+}
+
 }  // namespace
 }  // namespace mactune::tuner

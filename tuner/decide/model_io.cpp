@@ -4,24 +4,14 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cuda/engine_config.h"
 #include "kernels/error.h"
 #include "tuner/spec/expr.h"
 #include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {
-
-// The integer value of `key` in "k=v,k=v" launch text, or `fallback`.
-int param_int(const std::string& params, const std::string& key, int fallback) {
-  std::istringstream in(params);
-  std::string kv;
-  while (std::getline(in, kv, ',')) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || kv.substr(0, eq) != key) continue;
-    if (const auto v = parse_real(kv.substr(eq + 1))) return static_cast<int>(*v);
-  }
-  return fallback;
-}
 
 std::string ms_text(double s) {
   std::ostringstream o;
@@ -38,12 +28,17 @@ std::string percent(double x) {
 }  // namespace
 
 PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params) {
-  if (device.backend == "cuda")
-    return cuda_plan_limits(device.compute_units, param_int(params, "min_chunk", 128));
+  // The launch text read into the engine's config through its field table: what the text
+  // leaves out keeps the engine's own default (its member initializer, written nowhere else).
+  if (device.backend == "cuda") {
+    cuda::EngineConfig e;
+    parse_fields_text(e, params);
+    return cuda_plan_limits(device.compute_units, e.min_chunk);
+  }
+  cpu::EngineConfig e;
+  parse_fields_text(e, params);
   const int all = device.threads > 0 ? device.threads : device.compute_units;
-  const int threads = param_int(params, "threads", 0);
-  return cpu_plan_limits(threads > 0 ? threads : std::max(all, 1),
-                         param_int(params, "chunk_tokens", 256));
+  return cpu_plan_limits(e.threads > 0 ? e.threads : std::max(all, 1), e.chunk_tokens);
 }
 
 StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits) {
