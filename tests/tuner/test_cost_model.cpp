@@ -201,7 +201,7 @@ TEST(CostModel, PredictedBreakEvenIsTheCrossingOfTheModels) {
 
 std::vector<ModelRow> model_rows(double spike_at_64k) {
   std::vector<ModelRow> rows;
-  for (const char* fam : {"mac", "full"})
+  for (const Family fam : {Family::mac, Family::full})
     for (int b : {1, 4})
       for (int ctx : {4096, 16384, 65536})
         for (double h : {0.0, 0.5, 0.9, 1.0})
@@ -210,7 +210,7 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             r.family = fam;
             r.params = "threads=2,chunk_tokens=" + std::to_string(chunk) + ",block_rows=16";
             r.launch = parse_launch("cpu", r.params);
-            r.instance = r.family + "_cpu_test";
+            r.instance = std::string(name_of(r.family)) + "_cpu_test";
             r.workload.problem = step(b, ctx, h).shape;
             r.workload.context = ctx;
             r.workload.forced.hit_rate = h;
@@ -218,7 +218,7 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             r.workload.mac = step(b, ctx, h).mac;
             DeviceFingerprint d;
             d.threads = 2;
-            r.step = step_of(r.workload, r.family == "mac", plan_limits_of(d, r.params));
+            r.step = step_of(r.workload, r.family == Family::mac, plan_limits_of(d, r.params));
             r.fit.features = step_features(r.step);
             r.fit.seconds = true_time(r.fit.features) * (ctx == 65536 ? spike_at_64k : 1.0);
             r.fit.rel_noise = 0.02;

@@ -67,7 +67,7 @@ std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& s
     const Family fam = r.instance.family;
     if ((fam != Family::mac && fam != Family::full) || !(r.m.stats.median_s > 0)) continue;
     ModelRow row;
-    row.family = fam == Family::mac ? "mac" : "full";
+    row.family = fam;
     row.instance = r.instance.name;
     row.params = r.m.point.params;
     row.launch = parse_launch(name_of(r.instance.backend), row.params);
@@ -92,8 +92,8 @@ DeviceModels fit_device_models(const std::vector<ModelRow>& rows, const DeviceFi
   for (const ModelRow& r : rows)
     if (!use || use(r)) {
       fit.push_back(r.fit);
-      is_mac.push_back(r.family == "mac");
-      (r.family == "mac" ? m.mac_rows : m.full_rows) += 1;
+      is_mac.push_back(r.family == Family::mac);
+      (r.family == Family::mac ? m.mac_rows : m.full_rows) += 1;
     }
   if (m.mac_rows == 0 || m.full_rows == 0)
     input_error("the cost model needs MAC and full-attention measurements to fit (have ",
@@ -121,7 +121,8 @@ std::optional<DeviceModels> try_fit_device_models(const std::vector<ModelRow>& r
 const ModelRow* chosen_mac_row(const BucketDecision& d, const std::vector<ModelRow>& rows) {
   const ModelRow* best = nullptr;
   for (const ModelRow& r : rows) {
-    if (r.family != "mac" || r.launch != d.mac.config.launch || r.instance != d.mac.config.instance)
+    if (r.family != Family::mac || r.launch != d.mac.config.launch ||
+        r.instance != d.mac.config.instance)
       continue;
     const Bucket b = bucket_of(r.workload);
     if (b.shape != d.bucket.shape || b.batch != d.bucket.batch) continue;
@@ -134,7 +135,7 @@ const ModelRow* chosen_mac_row(const BucketDecision& d, const std::vector<ModelR
 std::vector<Disagreement> disagreements(const DeviceModels& m, const std::vector<ModelRow>& rows) {
   std::vector<Disagreement> out;
   for (const ModelRow& r : rows) {
-    const bool mac = r.family == "mac";
+    const bool mac = r.family == Family::mac;
     const CostModel& model = mac ? m.mac : m.full;
     const double typical = (mac ? m.mac_held_out : m.full_held_out).median;
     Disagreement d;
@@ -185,8 +186,8 @@ std::string model_markdown(const DeviceModels& m, const std::vector<ModelRow>& r
        "allowed |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const Disagreement& d : off) {
     const ModelRow& r = *d.row;
-    o << "| " << r.family << " | " << r.workload.problem.batch << " | " << r.workload.context
-      << " | " << quota_label(r.workload.forced) << " | " << r.params << " | "
+    o << "| " << name_of(r.family) << " | " << r.workload.problem.batch << " | "
+      << r.workload.context << " | " << quota_label(r.workload.forced) << " | " << r.params << " | "
       << ms_text(r.fit.seconds) << " | " << ms_text(d.predicted_s) << " | "
       << (d.rel_err >= 0 ? "+" : "") << percent(d.rel_err) << " | " << percent(d.allowed) << " |\n";
   }
