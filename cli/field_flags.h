@@ -38,11 +38,16 @@ class FieldFlags {
           input_error(flag, ": ", e.what());
         }
       };
+      // A row's earlier spellings (aliases) are other names of the same flag, where free.
+      std::string names = flag;
+      for (std::string_view old_name : f.aliases)
+        if (cmd.get_option_no_throw("--" + dashed(old_name)) == nullptr)
+          names += ",--" + dashed(old_name);
       CLI::Option* o = f.type == FieldType::boolean
                            ? cmd.add_flag_function(
-                                 flag, [set](std::int64_t n) { set(n > 0 ? "true" : "false"); },
+                                 names, [set](std::int64_t n) { set(n > 0 ? "true" : "false"); },
                                  std::string(f.help))
-                           : cmd.add_option_function<std::string>(flag, set, std::string(f.help))
+                           : cmd.add_option_function<std::string>(names, set, std::string(f.help))
                                  ->default_str(f.text_of(target))
                                  ->type_name(type_name(f));
       o->group(std::string(group));

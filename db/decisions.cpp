@@ -95,7 +95,7 @@ void Store::write_best_config(const BestConfig& b) {
       " params = excluded.params, median_s = excluded.median_s, margin = excluded.margin,"
       " tie_tolerance = excluded.tie_tolerance, tie_set = excluded.tie_set,"
       " decided_at = excluded.decided_at");
-  s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, b.family).bind(4, b.policy);
+  s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, name_of(b.family)).bind(4, b.policy);
   bind_bucket(s, 5, b.bucket, decision_key(b.bucket, b.hit_rate, b.extra));
   s.bind(13, b.hit_rate).bind(14, b.extra).bind(15, instance_id).bind(16, b.params);
   s.bind(17, b.median_s).bind(18, b.margin).bind(19, b.tie_tolerance);
@@ -119,7 +119,7 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
     BestConfig b;
     b.device_id = device_id;
     b.build_id = s.is_null(0) ? 0 : s.int64(0);
-    b.family = s.text(1);
+    b.family = parse_enum<Family>(s.text(1));
     b.policy = s.text(2);
     b.bucket = read_bucket(s, 3);
     b.hit_rate = s.opt_real(10);
@@ -140,10 +140,10 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
 
 // ---- Break-even points.
 
-void Store::write_break_even(const BreakEven& b) {
+void Store::write_break_even(const BreakEvenRow& b) {
   MACTUNE_CHECK(b.device_id > 0, "a break-even row needs a device id");
-  MACTUNE_CHECK((b.status == BreakEvenStatus::found) == b.hit_rate.has_value(),
-                "a break-even hit rate is given iff the status is 'found'");
+  MACTUNE_CHECK((b.status == BreakEvenStatus::ok) == b.hit_rate.has_value(),
+                "a break-even hit rate is given iff the status is 'ok'");
   std::optional<Id> mac_id, full_id;
   if (!b.mac_instance.empty()) mac_id = require_instance(*this, b.mac_instance, "MAC");
   if (!b.full_instance.empty()) full_id = require_instance(*this, b.full_instance, "full");
@@ -168,7 +168,7 @@ void Store::write_break_even(const BreakEven& b) {
   s.run();
 }
 
-std::vector<BreakEven> Store::break_evens(Id device_id) const {
+std::vector<BreakEvenRow> Store::break_evens(Id device_id) const {
   auto s = c_.prepare(
       "SELECT b.build_id, b.policy, b.status, b.batch, b.context, b.q_heads, b.kv_heads,"
       " b.head_dim, b.kv_dtype, b.page_size, b.extra, b.hit_rate, b.speedup,"
@@ -177,14 +177,13 @@ std::vector<BreakEven> Store::break_evens(Id device_id) const {
       " LEFT JOIN instances fi ON fi.id = b.full_instance_id WHERE b.device_id = ?1"
       " ORDER BY b.bucket, b.policy");
   s.bind(1, device_id);
-  std::vector<BreakEven> out;
+  std::vector<BreakEvenRow> out;
   while (s.step()) {
-    BreakEven b;
+    BreakEvenRow b;
     b.device_id = device_id;
     b.build_id = s.is_null(0) ? 0 : s.int64(0);
     b.policy = s.text(1);
-    const std::string status = s.text(2);
-    b.status = parse_enum<BreakEvenStatus>(status);
+    b.status = parse_enum<BreakEvenStatus>(s.text(2));
     b.bucket = read_bucket(s, 3);
     b.extra = s.text(10);
     b.hit_rate = s.opt_real(11);

@@ -22,7 +22,8 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
       " m.throttled_samples, m.notes, m.started_at, m.finished_at,"
       " i.name, i.backend, i.family, i.config, w.context, w.extra, " +
       detail::field_columns<Problem>("w") + ", " + detail::field_columns<ForcedHits>("w") + ", " +
-      detail::field_columns<MacParams>("w") + ", m.partial, m.samples_s" +
+      detail::field_columns<MacParams>("w") +
+      ", m.partial, m.samples_s, m.kv_tokens_read, m.kv_tokens_total" +
       " FROM measurements m JOIN instances i ON i.id = m.instance_id"
       " JOIN workloads w ON w.id = m.workload_id WHERE m.device_id = ?1";
   if (f.build_id) sql += " AND m.build_id = ?2";
@@ -38,7 +39,7 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
   if (f.build_id) s.bind(2, *f.build_id);
   if (f.workload_id) s.bind(3, *f.workload_id);
   if (f.instance) s.bind(4, *f.instance);
-  if (f.family) s.bind(5, *f.family);
+  if (f.family) s.bind(5, name_of(*f.family));
   if (f.policy) s.bind(6, *f.policy);
   if (f.cold) s.bind(7, *f.cold ? 1 : 0);
 
@@ -60,7 +61,8 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
     m.stats.max_s = s.real(15);
     m.stats.mean_s = s.real(16);
     m.stats.rel_noise = s.real(18);
-    m.stop_reason = s.text(19);
+    if (const std::string why = s.text(19); !why.empty())
+      m.stop_reason = parse_enum<StopReason>(why);
     m.modeled_bytes = s.opt_real(20);
     m.clock_mhz = s.opt_real(21);
     m.throttled_samples = s.int32(22);
@@ -76,6 +78,8 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
     col = detail::read_fields(s, col, w.mac);
     m.partial = s.int64(col) != 0;
     if (!s.is_null(col + 1)) m.samples = parse_samples_text(s.text(col + 1));
+    m.kv_tokens_read = s.opt_int64(col + 2);
+    m.kv_tokens_total = s.opt_int64(col + 3);
     rows.push_back(std::move(r));
   }
   return rows;

@@ -1,5 +1,11 @@
 #include "db/schema.h"
 
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+
 #include "db/nsys_schema.h"
 
 namespace mactune::db {
@@ -313,6 +319,135 @@ JOIN workloads w ON w.id = m.workload_id
 LEFT JOIN runs r ON r.id = m.run_id;
 )sql";
 
+// Version 7. One name for the chunk knob of both engines: the CUDA engine's launch parameter
+// `min_chunk` is spelt `chunk_tokens` as the CPU engine's (kernels/cuda/engine_config.h; the
+// old name stays an alias on input). Launch params lead the stored texts ("k=v,...", then
+// ";MAC settings" in decisions) and sit in tie_set's JSON strings.
+constexpr const char* kSchemaV7 = R"sql(
+UPDATE measurements SET params = substr(replace(',' || params, ',min_chunk=', ',chunk_tokens='), 2)
+  WHERE instr(params, 'min_chunk=') > 0;
+UPDATE best_configs SET
+  params = substr(replace(',' || params, ',min_chunk=', ',chunk_tokens='), 2),
+  tie_set = replace(replace(tie_set, '"min_chunk=', '"chunk_tokens='), ',min_chunk=',
+                    ',chunk_tokens=')
+  WHERE instr(params, 'min_chunk=') > 0 OR instr(tie_set, 'min_chunk=') > 0;
+UPDATE break_even SET
+  mac_params = substr(replace(',' || mac_params, ',min_chunk=', ',chunk_tokens='), 2),
+  full_params = substr(replace(',' || full_params, ',min_chunk=', ',chunk_tokens='), 2)
+  WHERE instr(mac_params, 'min_chunk=') > 0 OR instr(full_params, 'min_chunk=') > 0;
+)sql";
+
+// Version 8. The KV tokens a measured step read and its total, typed: before, the sweep wrote
+// them at the end of the row's notes ("...; kv_tokens=READ/TOTAL") and the decisions parsed
+// them back. The step reads them out of the notes once, into the columns, and drops them from
+// the notes (the sweep no longer writes them there); a note without them leaves both NULL.
+// measurements_view shows them after `partial`.
+constexpr const char* kSchemaV8View = R"sql(
+DROP VIEW IF EXISTS measurements_view;
+CREATE VIEW measurements_view AS
+SELECT m.id, d.digest AS device, d.backend, d.name AS device_name, d.arch, d.threads,
+       b.git_revision, b.compiler, i.name AS instance, i.family, m.params,
+       w.batch, w.context, w.q_heads, w.kv_heads, w.head_dim, w.kv_dtype, w.page_size,
+       w.hit_rate, w.lag, w.coherence, w.ring_capacity, w.band, w.tau, w.pick, w.extra,
+       m.policy, m.cold, m.status, m.error, m.median_s, m.q1_s, m.q3_s, m.min_s, m.max_s,
+       m.mean_s, m.samples, m.rel_noise, m.stop_reason, m.modeled_bytes, m.clock_mhz,
+       m.throttled_samples, m.notes, m.partial, m.kv_tokens_read, m.kv_tokens_total,
+       r.run_key, r.shard_index, r.shard_count, m.started_at, m.finished_at
+FROM measurements m
+JOIN devices d ON d.id = m.device_id
+JOIN builds b ON b.id = m.build_id
+JOIN instances i ON i.id = m.instance_id
+JOIN workloads w ON w.id = m.workload_id
+LEFT JOIN runs r ON r.id = m.run_id;
+)sql";
+
+// Also version 8. One spelling of a break-even's status (db/break_even_status.h): 'found' is
+// 'ok', as the decisions, the emitted tables and the report spell it. A CHECK constraint cannot
+// be altered: the table is made again with v1's columns in v1's order, its rows copied.
+constexpr const char* kSchemaV8BreakEven = R"sql(
+CREATE TABLE break_even_v8 (
+  id               INTEGER PRIMARY KEY,
+  device_id        INTEGER NOT NULL REFERENCES devices(id),
+  build_id         INTEGER REFERENCES builds(id),
+  bucket           TEXT    NOT NULL,
+  policy           TEXT    NOT NULL,
+  batch            INTEGER NOT NULL,
+  context          INTEGER NOT NULL,
+  q_heads          INTEGER NOT NULL,
+  kv_heads         INTEGER NOT NULL,
+  head_dim         INTEGER NOT NULL,
+  kv_dtype         TEXT    NOT NULL,
+  page_size        INTEGER NOT NULL,
+  extra            TEXT    NOT NULL DEFAULT '',
+  status           TEXT    NOT NULL CHECK (status IN ('ok', 'ambiguous', 'never')),
+  hit_rate         REAL,                  -- the smallest hit rate where MAC clearly wins
+  speedup          REAL,                  -- full median / MAC median at that hit rate
+  mac_instance_id  INTEGER REFERENCES instances(id),
+  mac_params       TEXT    NOT NULL DEFAULT '',
+  full_instance_id INTEGER REFERENCES instances(id),
+  full_params      TEXT    NOT NULL DEFAULT '',
+  notes            TEXT    NOT NULL DEFAULT '',
+  decided_at       TEXT    NOT NULL,
+  CHECK ((status = 'ok') = (hit_rate IS NOT NULL)),
+  UNIQUE (device_id, bucket, policy)
+);
+INSERT INTO break_even_v8 (id, device_id, build_id, bucket, policy, batch, context, q_heads,
+  kv_heads, head_dim, kv_dtype, page_size, extra, status, hit_rate, speedup, mac_instance_id,
+  mac_params, full_instance_id, full_params, notes, decided_at)
+SELECT id, device_id, build_id, bucket, policy, batch, context, q_heads, kv_heads, head_dim,
+  kv_dtype, page_size, extra, CASE status WHEN 'found' THEN 'ok' ELSE status END, hit_rate,
+  speedup, mac_instance_id, mac_params, full_instance_id, full_params, notes, decided_at
+FROM break_even;
+DROP TABLE break_even;
+ALTER TABLE break_even_v8 RENAME TO break_even;
+)sql";
+
+// The "kv_tokens=READ/TOTAL" of a v7 row's notes: (read, total, the notes without it), or none
+// when the notes do not hold a well-formed one.
+struct OldKvNote {
+  long long read = 0, total = 0;
+  std::string rest;
+};
+std::optional<OldKvNote> old_kv_note(const std::string& notes) {
+  constexpr std::string_view key = "kv_tokens=";
+  const auto at = notes.find(key);
+  if (at == std::string::npos) return std::nullopt;
+  const char* first = notes.data() + at + key.size();
+  const char* last = notes.data() + notes.size();
+  OldKvNote n;
+  auto r = std::from_chars(first, last, n.read);
+  if (r.ec != std::errc() || r.ptr == last || *r.ptr != '/') return std::nullopt;
+  r = std::from_chars(r.ptr + 1, last, n.total);
+  if (r.ec != std::errc() || n.read < 0 || n.total <= 0) return std::nullopt;
+  // The note and the "; " that joined it to the one before.
+  const std::size_t from = at >= 2 && notes.compare(at - 2, 2, "; ") == 0 ? at - 2 : at;
+  std::size_t to = static_cast<std::size_t>(r.ptr - notes.data());
+  if (from == at && notes.compare(to, 2, "; ") == 0) to += 2;
+  n.rest = notes.substr(0, from) + notes.substr(to);
+  return n;
+}
+
+void apply_v8(Connection& c) {
+  c.exec(
+      "ALTER TABLE measurements ADD COLUMN kv_tokens_read INTEGER;"
+      "ALTER TABLE measurements ADD COLUMN kv_tokens_total INTEGER;");
+  std::vector<std::pair<std::int64_t, OldKvNote>> found;
+  {
+    auto s = c.prepare("SELECT id, notes FROM measurements WHERE instr(notes, 'kv_tokens=') > 0");
+    while (s.step())
+      if (auto n = old_kv_note(s.text(1))) found.emplace_back(s.int64(0), std::move(*n));
+  }
+  auto u = c.prepare(
+      "UPDATE measurements SET kv_tokens_read = ?2, kv_tokens_total = ?3, notes = ?4"
+      " WHERE id = ?1");
+  for (const auto& [id, n] : found) {
+    u.reset();
+    u.bind(1, id).bind(2, n.read).bind(3, n.total).bind(4, n.rest).run();
+  }
+  c.exec(kSchemaV8View);
+  c.exec(kSchemaV8BreakEven);
+}
+
 void begin_schema_version_table(Connection& c) {
   c.exec(
       "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -337,6 +472,12 @@ const std::vector<Migration>& builtin_migrations() {
       {5, "measurements.samples_s: every kept sample of a row, in the order it was taken",
        [](Connection& c) { c.exec("ALTER TABLE measurements ADD COLUMN samples_s TEXT"); }},
       {6, "measurements_view shows partial", [](Connection& c) { c.exec(kSchemaV6); }},
+      {7, "CUDA launch params: min_chunk spelt chunk_tokens, as the CPU engine's",
+       [](Connection& c) { c.exec(kSchemaV7); }},
+      {8,
+       "measurements.kv_tokens_read, kv_tokens_total: the step's KV tokens, typed (were notes);"
+       " break_even.status 'found' spelt 'ok'",
+       apply_v8},
   };
   return m;
 }

@@ -468,8 +468,9 @@ RecordOutcome Store::record_locked(const Measurement& m) {
       "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
       " cold, run_id, status, error, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples,"
       " rel_noise, stop_reason, modeled_bytes, clock_mhz, throttled_samples, notes, started_at,"
-      " finished_at, partial, samples_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-      " ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)");
+      " finished_at, partial, samples_s, kv_tokens_read, kv_tokens_total) VALUES (?1, ?2, ?3,"
+      " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,"
+      " ?23, ?24, ?25, ?26, ?27, ?28, ?29)");
   bind_point(ins, p);
   ins.bind_id(8, m.run_id).bind(9, name_of(m.status)).bind(10, m.error);
   const TimeStats& s = m.stats;
@@ -480,7 +481,9 @@ RecordOutcome Store::record_locked(const Measurement& m) {
     for (int i = 11; i <= 16; ++i) ins.bind_null(i);
     ins.bind(17, 0).bind_null(18);
   }
-  ins.bind(19, m.stop_reason).bind(20, m.modeled_bytes).bind(21, m.clock_mhz);
+  ins.bind(19, m.stop_reason ? name_of(*m.stop_reason) : std::string_view(""))
+      .bind(20, m.modeled_bytes)
+      .bind(21, m.clock_mhz);
   ins.bind(22, m.throttled_samples).bind(23, m.notes);
   const std::string now = now_utc();
   ins.bind(24, m.started_at.empty() ? now : m.started_at);
@@ -490,6 +493,7 @@ RecordOutcome Store::record_locked(const Measurement& m) {
     ins.bind(27, samples_text(m.samples));
   else
     ins.bind_null(27);
+  ins.bind(28, m.kv_tokens_read).bind(29, m.kv_tokens_total);
   ins.run();
   if (replaces_partial) return RecordOutcome::replaced_partial;
   return existing ? RecordOutcome::replaced_failure : RecordOutcome::inserted;

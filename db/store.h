@@ -31,12 +31,14 @@
 #include <string_view>
 #include <vector>
 
+#include "db/break_even_status.h"
 #include "db/schema.h"
 #include "db/sqlite.h"
 #include "kernels/device.h"
 #include "kernels/forced.h"
 #include "kernels/instance.h"
 #include "kernels/problem.h"
+#include "kernels/stop_reason.h"
 #include "kernels/time_stats.h"
 
 namespace mactune::db {
@@ -118,12 +120,16 @@ struct Measurement {
   PointKey point{};
   Id run_id = 0;  // the run that measured it (0: none)
   PointStatus status = PointStatus::ok;
-  std::string error{};        // why a failed point failed
-  TimeStats stats{};          // ignored for failed points (stdev_s is not stored)
-  std::string stop_reason{};  // "noise" | "stable" | "max_samples" | "time_cap" | ...
+  std::string error{};                      // why a failed point failed
+  TimeStats stats{};                        // ignored for failed points (stdev_s is not stored)
+  std::optional<StopReason> stop_reason{};  // unset for failed rows (stored as '')
   std::optional<double> modeled_bytes{};
   std::optional<double> clock_mhz{};
   int throttled_samples = 0;
+  // The KV tokens the measured step read (sum over groups of kv_len - begin) and its total
+  // (sum of kv_len), as the engine counted them (kernels/stats.h StepStats): the measured skip
+  // ratio is 1 - read / total. Unset for failed rows and rows whose step did not count them.
+  std::optional<long long> kv_tokens_read{}, kv_tokens_total{};
   std::string notes{};
   // A search (`search: halving`) dropped this config after brief samples: the row is kept (it
   // was measured) but the decisions skip it, and a complete measurement replaces it.
@@ -158,7 +164,7 @@ struct MeasurementFilter {
   std::optional<Id> build_id{};
   std::optional<Id> workload_id{};
   std::optional<std::string> instance{};  // canonical name
-  std::optional<std::string> family{};
+  std::optional<Family> family{};
   std::optional<std::string> policy{};
   std::optional<bool> cold{};
   bool ok_only = true;
@@ -187,7 +193,7 @@ struct BestConfig {
   Bucket bucket{};
   std::optional<double> hit_rate{};  // unset: the decision spans hit rates
   std::string extra{};
-  std::string family{};  // what was chosen among: "mac", "full", ...
+  Family family = Family::mac;  // what was chosen among: MAC configs or full-attention ones
   std::string policy{};
   std::string instance{};  // canonical name; must be stored in instances
   std::string params{};
@@ -198,25 +204,17 @@ struct BestConfig {
   std::string decided_at{};         // now_utc() when empty
 };
 
-enum class BreakEvenStatus { found, ambiguous, never };
-}  // namespace mactune::db
-template <>
-struct mactune::EnumNames<mactune::db::BreakEvenStatus> {
-  using S = db::BreakEvenStatus;
-  static constexpr std::string_view what = "break-even status";
-  static constexpr EnumName<S> names[] = {
-      {S::found, "found"}, {S::ambiguous, "ambiguous"}, {S::never, "never"}};
-};
-namespace mactune::db {
-
-struct BreakEven {
+// A break_even row: one bucket's break-even (the decision's status, hit rate and the speedup
+// there; tuner/decide/decide.h BreakEven holds the whole curve) with its keys and the configs
+// it was read for.
+struct BreakEvenRow {
   Id device_id = 0;
   Id build_id = 0;
   Bucket bucket{};  // a break-even runs over hit rates: its key has none
   std::string extra{};
   std::string policy{};
   BreakEvenStatus status = BreakEvenStatus::ambiguous;
-  std::optional<double> hit_rate{};  // set iff status == found
+  std::optional<double> hit_rate{};  // set iff status == ok
   std::optional<double> speedup{};   // full median / MAC median at hit_rate
   std::string mac_instance{}, mac_params{};
   std::string full_instance{}, full_params{};
@@ -314,9 +312,9 @@ class Store {
 
   // Decisions: each write replaces the row of the same bucket (and family, for configs).
   void write_best_config(const BestConfig& b);
-  void write_break_even(const BreakEven& b);
+  void write_break_even(const BreakEvenRow& b);
   std::vector<BestConfig> best_configs(Id device_id) const;
-  std::vector<BreakEven> break_evens(Id device_id) const;
+  std::vector<BreakEvenRow> break_evens(Id device_id) const;
 
   // Fidelity: replaces the row of the same trace, layer and settings.
   void record_fidelity(const FidelityResult& r);

@@ -143,6 +143,9 @@ struct Field {
   std::vector<std::string> choices;  // choice: the allowed canonical names
   std::string_view help;             // one line
   FieldRole role = FieldRole::param;
+  // Earlier spellings of `name`, still read everywhere a name is looked up (find_field: specs,
+  // "name=value" text, dispatch-table params, flags, Python) and never written.
+  std::vector<std::string_view> aliases;
   std::function<Scalar(const S&)> get;
   std::function<void(S&, const Scalar&)> set;              // of a value check() accepted
   std::function<std::string(std::string_view)> canonical;  // text fields: their codec
@@ -178,6 +181,18 @@ struct Field {
     Field f = *this;
     f.role = FieldRole::selects;
     return f;
+  }
+  Field alias(std::string_view old_name) const {  // an earlier spelling, read but not written
+    Field f = *this;
+    f.aliases.push_back(old_name);
+    return f;
+  }
+  // Whether `n` is this field's name or one of its aliases.
+  bool named(std::string_view n) const {
+    if (n == name) return true;
+    for (std::string_view a : aliases)
+      if (n == a) return true;
+    return false;
   }
 
   // ---- Values.
@@ -390,10 +405,13 @@ const std::vector<Field<S>>& fields_of() {
   return FieldTable<S>::fields();
 }
 
+// The field named `name`, or one of whose aliases it is (nullptr if none).
 template <Described S>
 const Field<S>* find_field(std::string_view name) {
   for (const Field<S>& f : fields_of<S>())
     if (f.name == name) return &f;
+  for (const Field<S>& f : fields_of<S>())
+    if (f.named(name)) return &f;
   return nullptr;
 }
 
@@ -410,6 +428,7 @@ std::vector<Field<Outer>> lift(const std::vector<Field<Inner>>& inner, Inner Out
                    .choices = f.choices,
                    .help = f.help,
                    .role = f.role,
+                   .aliases = f.aliases,
                    .get = [get = f.get, part](const Outer& o) { return get(o.*part); },
                    .set = [set = f.set, part](Outer& o, const Scalar& v) { set(o.*part, v); },
                    .canonical = f.canonical});

@@ -49,7 +49,11 @@ struct mactune::FieldTable<mactune::cuda::EngineConfig> {
         field<&E::full>("full", "full", "full-attention instance").instance().selects(),
         field<&E::match>("match", "match", "match instance").instance(),
         field<&E::merge>("merge", "merge", "merge instance").instance(),
-        field<&E::min_chunk>("min_chunk", "min_chunk", "smallest KV chunk of a work item").range(1),
+        // The CPU engine's name for the same planner limit (PlanLimits::min_chunk); min_chunk,
+        // this row's name until 0.x, is read as an alias (specs, params, flags, Python).
+        field<&E::min_chunk>("chunk_tokens", "min_chunk", "minimum KV tokens per work item")
+            .range(1)
+            .alias("min_chunk"),
         field<&E::ctas_per_sm>("ctas_per_sm", "ctas_per_sm", "split-KV CTAs per SM (0: occupancy)")
             .range(0, 64),
         field<&E::match_candidates>("match_candidates", "match_candidates",

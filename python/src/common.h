@@ -176,6 +176,8 @@ class Fields {
           f.name.data(), get, [set](T& t, nb::handle v) { set(t, v); },
           kept(std::string(f.help) + describe_values(f)));
       entries_->push_back({name, set, get});
+      for (std::string_view old_name : f.aliases)  // a row's earlier spellings warn
+        deprecated_alias(old_name.data(), f.name.data());
     }
     // The rows themselves, for code that walks them (tests/python/test_fields.py does).
     nb::list rows;

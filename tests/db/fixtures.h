@@ -102,7 +102,7 @@ inline Measurement ok_point(const Keys& k, Id instance, Id workload, double medi
   Measurement m;
   m.point = {k.device, k.build, instance, "chunk=256,threads=2", workload, "cpu-wall", true};
   m.stats = test_stats(median_s);
-  m.stop_reason = "noise";
+  m.stop_reason = StopReason::noise;
   m.modeled_bytes = 1.5e9;
   m.clock_mhz = 3000.0;
   m.notes = "governor=performance";

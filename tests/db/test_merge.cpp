@@ -129,7 +129,7 @@ TEST(Db_Merge, MergingTwiceOrIntoItselfAddsNothing) {
     BestConfig b;
     b.device_id = a.upsert_device(test_device());
     b.bucket = Bucket::of(test_workload(2, 4096, 0).problem, 4096);
-    b.family = "mac";
+    b.family = Family::mac;
     b.policy = "cpu-wall";
     b.instance = test_instance("mac").name;
     b.params = "chunk=256,threads=2";

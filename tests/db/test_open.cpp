@@ -131,7 +131,7 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
     BestConfig b;
     b.device_id = device;
     b.bucket = Bucket::of(w.problem, w.context);
-    b.family = "mac";
+    b.family = Family::mac;
     b.policy = "steady_clock";
     b.instance = test_instance("mac").name;
     b.params =
@@ -141,8 +141,10 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
     s.write_best_config(b);
     s.connection().exec(
         "DROP TABLE key_formats; DELETE FROM schema_version WHERE version >= 3;"
-        // v6's view names the columns v4 and v5 added; v1's comes back with v6.
+        // The view names the columns v4, v5 and v8 added; v1's comes back with v6, v8's after.
         "DROP VIEW measurements_view;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_read;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_total;"
         "ALTER TABLE measurements DROP COLUMN samples_s;"
         "ALTER TABLE measurements DROP COLUMN partial;"
         "ALTER TABLE workloads DROP COLUMN subtract_guard;"
@@ -169,6 +171,73 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
   auto bucket = s.connection().prepare("SELECT bucket FROM best_configs");
   ASSERT_TRUE(bucket.step());
   EXPECT_EQ(bucket.text(0), decision_key(Bucket::of(w.problem, w.context), std::nullopt, ""));
+}
+
+// A file of schema 6 spells the CUDA engine's chunk knob min_chunk in its launch params;
+// opening it spells them chunk_tokens everywhere they are stored (measurements, decisions and
+// their tie sets, break-even rows), the rest of each text untouched.
+TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
+  TempDir dir;
+  const std::string path = dir.file("v6.db");
+  const Workload w = test_workload(4, 32768, 0.9);
+  const std::string launch = "match=auto,merge=auto,min_chunk=256,ctas_per_sm=0,graph=false";
+  const std::string first = "min_chunk=64,graph=true;K=512,r=256,min_context=2048";
+  Id device = 0;
+  {
+    Store s = Store::open(path);
+    device = s.upsert_device(test_device());
+    const Id build = s.upsert_build(test_build());
+    const Id instance = s.upsert_instance(test_instance());
+    Measurement m;
+    m.point = {device, build, instance, launch, s.upsert_workload(w), "cuda-event", false};
+    m.stats = test_stats(1e-4);
+    s.record_measurement(m);
+    BestConfig b;
+    b.device_id = device;
+    b.bucket = Bucket::of(w.problem, w.context);
+    b.family = Family::mac;
+    b.policy = "cuda-event";
+    b.instance = test_instance().name;
+    b.params = first;
+    b.tie_set = {{b.instance, first, 1e-3}, {b.instance, launch + ";K=256", 2e-3}};
+    s.write_best_config(b);
+    BreakEvenRow e;
+    e.device_id = device;
+    e.build_id = build;
+    e.bucket = b.bucket;
+    e.policy = "cuda-event";
+    e.mac_instance = e.full_instance = b.instance;
+    e.mac_params = launch + ";K=512";
+    e.full_params = launch;
+    s.write_break_even(e);
+    // Undo v8 (its view names the columns it added), then v7.
+    s.connection().exec(
+        "DROP VIEW measurements_view;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_read;"
+        "ALTER TABLE measurements DROP COLUMN kv_tokens_total;"
+        "DELETE FROM schema_version WHERE version >= 7");
+  }
+  Store s = Store::open(path);
+  EXPECT_EQ(s.schema_version(), latest_version(builtin_migrations()));
+  const std::string renamed = "match=auto,merge=auto,chunk_tokens=256,ctas_per_sm=0,graph=false";
+  MeasurementFilter f;
+  f.device_id = device;
+  const auto rows = s.measurements(f);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].m.point.params, renamed);
+  const auto best = s.best_configs(device);
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0].params, "chunk_tokens=64,graph=true;K=512,r=256,min_context=2048");
+  ASSERT_EQ(best[0].tie_set.size(), 2u);
+  EXPECT_EQ(best[0].tie_set[0].params, best[0].params);
+  EXPECT_EQ(best[0].tie_set[1].params, renamed + ";K=256");
+  const auto be = s.break_evens(device);
+  ASSERT_EQ(be.size(), 1u);
+  EXPECT_EQ(be[0].mac_params, renamed + ";K=512");
+  EXPECT_EQ(be[0].full_params, renamed);
+  EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements WHERE instr(params, "
+                                      "'min_chunk') > 0"),
+            0);
 }
 
 // A setting the file has no column for (a field added to a table since it was written) gets

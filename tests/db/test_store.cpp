@@ -177,7 +177,7 @@ TEST(Store_Measurement, QueryReturnsKeysAndStatsExactly) {
   s.record_measurement(ok_point(k, k.full, k.w0, 2.5e-3));
   s.record_measurement(ok_point(k, k.mac, k.w1, 1.0e-3));
 
-  auto mac_w0 = s.measurements({.device_id = k.device, .workload_id = k.w0, .family = "mac"});
+  auto mac_w0 = s.measurements({.device_id = k.device, .workload_id = k.w0, .family = Family::mac});
   ASSERT_EQ(mac_w0.size(), 1u);
   const MeasurementRow& r = mac_w0[0];
   EXPECT_EQ(r.instance.name, test_instance("mac").name);
@@ -193,13 +193,13 @@ TEST(Store_Measurement, QueryReturnsKeysAndStatsExactly) {
   EXPECT_EQ(r.m.stats.max_s, a.stats.max_s);
   EXPECT_EQ(r.m.stats.mean_s, a.stats.mean_s);
   EXPECT_EQ(r.m.stats.samples, a.stats.samples);
-  EXPECT_EQ(r.m.stop_reason, "noise");
+  EXPECT_EQ(r.m.stop_reason, StopReason::noise);
   EXPECT_EQ(r.m.modeled_bytes, 1.5e9);
   EXPECT_EQ(r.m.clock_mhz, 3000.0);
   EXPECT_EQ(r.m.notes, a.notes);
 
   EXPECT_EQ(s.measurements({.device_id = k.device, .workload_id = k.w0}).size(), 2u);
-  EXPECT_EQ(s.measurements({.device_id = k.device, .family = "mac"}).size(), 2u);
+  EXPECT_EQ(s.measurements({.device_id = k.device, .family = Family::mac}).size(), 2u);
   EXPECT_EQ(s.measurements({.device_id = k.device, .instance = test_instance("full").name}).size(),
             1u);
   EXPECT_EQ(s.measurements({.device_id = k.device, .cold = false}).size(), 0u);
@@ -277,7 +277,7 @@ TEST(Store_Decisions, BestConfigRoundTripAndRewrite) {
   b.build_id = k.build;
   b.bucket = Bucket::of(test_workload(4, 32768, 0.9).problem, 32768);
   b.hit_rate = 0.9;
-  b.family = "mac";
+  b.family = Family::mac;
   b.policy = "cpu-wall";
   b.instance = test_instance("mac").name;
   b.params = "chunk=256,threads=2";
@@ -316,11 +316,11 @@ TEST(Store_Decisions, BreakEvenFoundAmbiguousNever) {
   TempDir dir;
   Store s = Store::open(dir.file("a.db"));
   const Keys k = add_keys(s);
-  BreakEven b;
+  BreakEvenRow b;
   b.device_id = k.device;
   b.bucket = Bucket::of(test_workload(1, 32768, 0).problem, 32768);
   b.policy = "cpu-wall";
-  b.status = BreakEvenStatus::found;
+  b.status = BreakEvenStatus::ok;
   b.hit_rate = 0.5;
   b.speedup = 1.3;
   b.mac_instance = test_instance("mac").name;
@@ -335,14 +335,14 @@ TEST(Store_Decisions, BreakEvenFoundAmbiguousNever) {
   b.status = BreakEvenStatus::never;
   b.mac_instance.clear();
   s.write_break_even(b);
-  b.status = BreakEvenStatus::found;  // found without a hit rate
+  b.status = BreakEvenStatus::ok;  // found without a hit rate
   EXPECT_THROW(s.write_break_even(b), Error);
 
   const auto got = s.break_evens(k.device);
   ASSERT_EQ(got.size(), 3u);
-  std::map<long long, BreakEven> by_ctx;
+  std::map<long long, BreakEvenRow> by_ctx;
   for (const auto& g : got) by_ctx[g.bucket.context] = g;
-  EXPECT_EQ(by_ctx[32768].status, BreakEvenStatus::found);
+  EXPECT_EQ(by_ctx[32768].status, BreakEvenStatus::ok);
   EXPECT_EQ(by_ctx[32768].hit_rate, 0.5);
   EXPECT_EQ(by_ctx[32768].speedup, 1.3);
   EXPECT_EQ(by_ctx[32768].mac_instance, test_instance("mac").name);

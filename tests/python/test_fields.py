@@ -117,3 +117,14 @@ def test_the_names_are_the_specs_and_old_ones_warn():
         warnings.simplefilter("error")  # the new names never warn
         mactune.MacParams(K=64, r=16, tau=0.5).to_dict()
         mactune.Problem(dtype="f32").dtype
+
+
+def test_one_chunk_knob_name_on_both_engines():
+    assert mactune.cpu.EngineConfig(chunk_tokens=64).chunk_tokens == 64
+    if not hasattr(mactune, "cuda"):
+        pytest.skip("no CUDA build: mactune.cuda is absent")
+    e = mactune.cuda.EngineConfig(chunk_tokens=64)
+    assert e.chunk_tokens == 64 and "chunk_tokens" in e.to_dict()
+    with pytest.warns(DeprecationWarning, match="min_chunk is deprecated: use chunk_tokens"):
+        old = mactune.cuda.EngineConfig(min_chunk=64)
+    assert old == e

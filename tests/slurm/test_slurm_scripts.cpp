@@ -92,7 +92,7 @@ TEST(SlurmScripts, ScriptsForAGpuThisMachineLacks) {
   TempDir dir;
   dir.write("gpu.yaml",
             "name: gpu\ndevice: {backend: cuda, name: '*NoSuchGPU*'}\n"
-            "kernels:\n  cuda: {min_chunk: [128, 256]}\n"
+            "kernels:\n  cuda: {chunk_tokens: [128, 256]}\n"
             "workload: {batch: [1, 2], context: [32K, 64K], hit_rate: [0, 1]}\n"
             "measure: {time_cap: 10}\n");
   const auto r = run_mactune(dir, {"slurm", "gpu.yaml", "--shards", "4", "-p", "gpu",

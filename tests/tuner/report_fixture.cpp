@@ -67,11 +67,12 @@ class Writer {
       m.run_id = run_;
       const double t = step_seconds(p, mac);
       m.stats = {10, t, t * 0.99, t * 1.01, t * 0.98, t * 1.05, t, 0, 0.01};
-      m.stop_reason = "noise";
+      m.stop_reason = StopReason::noise;
       if (p.forced.quota == ForcedQuota::skip_ratio) {
         const long long total = 1LL * p.shape.batch * p.shape.kv_heads * (p.context + 1);
         const long long skipped = mac ? forced_skip_round(p.forced.skip_ratio, total) : 0;
-        m.notes = kv_tokens_note(total - skipped, total);
+        m.kv_tokens_read = total - skipped;
+        m.kv_tokens_total = total;
       }
     }
     store_.record_measurements(rows);

@@ -110,7 +110,7 @@ TEST(CompareStores, ADatabaseAgainstItselfIsAllSame) {
 
 BreakEven found(double lo, double hi, bool closed) {
   BreakEven be;
-  be.status = "ok";
+  be.status = BreakEvenStatus::ok;
   be.hit_rate = hi;
   be.lo = lo;
   be.lo_closed = closed;
@@ -127,8 +127,8 @@ TEST(CompareBreakEven, AgreeWithinTheResolutionOrInsideTheOtherBracket) {
   EXPECT_TRUE(break_evens_agree(found(0.78125, 1, true), found(0.65625, 0.78125, false), 0.02));
   // Not found: agree only on the same status.
   BreakEven never, ambiguous;
-  never.status = "never";
-  ambiguous.status = "ambiguous";
+  never.status = BreakEvenStatus::never;
+  ambiguous.status = BreakEvenStatus::ambiguous;
   EXPECT_TRUE(break_evens_agree(never, never, 0.02));
   EXPECT_FALSE(break_evens_agree(never, ambiguous, 0.02));
   EXPECT_FALSE(break_evens_agree(found(0, 1, false), never, 0.02));
@@ -140,13 +140,13 @@ TEST(CompareStores, BreakEvensSideBySide) {
   b.fill(3e-3);  // MAC 3 and 6 ms against 2: never
   const Comparison self = compare_stores(a.store, a.store, {});
   ASSERT_EQ(self.break_evens.size(), 1u);
-  EXPECT_EQ(self.break_evens[0].base.status, "ambiguous");
+  EXPECT_EQ(self.break_evens[0].base.status, BreakEvenStatus::ambiguous);
   EXPECT_TRUE(self.break_evens[0].agree);
   EXPECT_EQ(break_even_summary(self),
             "break-even: 1 buckets in both, 1 agree (within 0.02 or inside the other's bracket)");
   const Comparison c = compare_stores(a.store, b.store, {});
   ASSERT_EQ(c.break_evens.size(), 1u);
-  EXPECT_EQ(c.break_evens[0].next.status, "never");
+  EXPECT_EQ(c.break_evens[0].next.status, BreakEvenStatus::never);
   EXPECT_FALSE(c.break_evens[0].agree);
   const std::string md = compare_markdown(c);
   EXPECT_NE(md.find("| ambiguous | never | **differ** |"), std::string::npos) << md;

@@ -201,7 +201,7 @@ TEST(CostModel, PredictedBreakEvenIsTheCrossingOfTheModels) {
 
 std::vector<ModelRow> model_rows(double spike_at_64k) {
   std::vector<ModelRow> rows;
-  for (const char* fam : {"mac", "full"})
+  for (const Family fam : {Family::mac, Family::full})
     for (int b : {1, 4})
       for (int ctx : {4096, 16384, 65536})
         for (double h : {0.0, 0.5, 0.9, 1.0})
@@ -210,7 +210,7 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             r.family = fam;
             r.params = "threads=2,chunk_tokens=" + std::to_string(chunk) + ",block_rows=16";
             r.launch = parse_launch("cpu", r.params);
-            r.instance = r.family + "_cpu_test";
+            r.instance = std::string(name_of(r.family)) + "_cpu_test";
             r.workload.problem = step(b, ctx, h).shape;
             r.workload.context = ctx;
             r.workload.forced.hit_rate = h;
@@ -218,7 +218,7 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             r.workload.mac = step(b, ctx, h).mac;
             DeviceFingerprint d;
             d.threads = 2;
-            r.step = step_of(r.workload, r.family == "mac", plan_limits_of(d, r.params));
+            r.step = step_of(r.workload, r.family == Family::mac, plan_limits_of(d, r.params));
             r.fit.features = step_features(r.step);
             r.fit.seconds = true_time(r.fit.features) * (ctx == 65536 ? spike_at_64k : 1.0);
             r.fit.rel_noise = 0.02;
@@ -295,7 +295,7 @@ struct BoundaryCase {
       b.bucket = Bucket::of(x.shape, x.context);
       b.full.config = {"full_cpu_test", launch, std::nullopt};
       b.mac.config = {"mac_cpu_test", launch, s.mac};
-      b.break_even.status = "ok";
+      b.break_even.status = BreakEvenStatus::ok;
       b.break_even.hit_rate = be_at(v);
       d.decisions.push_back(b);
     }
@@ -346,6 +346,27 @@ TEST(CostModel, BatchBoundariesGoWhereThePredictedDecisionChanges) {
   EXPECT_TRUE(c.nearer_upper(static_cast<int>(boundary)));
   EXPECT_FALSE(c.nearer_upper(static_cast<int>(boundary - 1))) << "bisected to one batch";
   EXPECT_NE(t.entries[1].note.find("batch boundary"), std::string::npos) << t.entries[1].note;
+}
+
+// A stored point's planning limits come from its launch text read through the engine's field
+// table: the CUDA knob under its name since schema v7 (chunk_tokens) or its old one, the CPU
+// engine's threads and chunk_tokens, each engine's own default for what the text leaves out.
+TEST(CostModel, PlanLimitsReadTheLaunchTextThroughTheEngineTable) {
+  DeviceFingerprint gpu;
+  gpu.backend = "cuda";
+  gpu.compute_units = 132;
+  const std::string launch = "match=auto,merge=auto,chunk_tokens=64,ctas_per_sm=0,graph=false";
+  EXPECT_EQ(plan_limits_of(gpu, launch).min_chunk, 64);
+  EXPECT_EQ(plan_limits_of(gpu, "min_chunk=32").min_chunk, 32);
+  EXPECT_EQ(plan_limits_of(gpu, "").min_chunk, cuda::EngineConfig{}.min_chunk);
+  EXPECT_EQ(plan_limits_of(gpu, launch).workers, 132);
+  DeviceFingerprint cpu;
+  cpu.threads = 8;
+  EXPECT_EQ(plan_limits_of(cpu, "threads=2,chunk_tokens=1024").min_chunk, 1024);
+  EXPECT_EQ(plan_limits_of(cpu, "threads=0").min_chunk, cpu::EngineConfig{}.chunk_tokens);
+  EXPECT_EQ(plan_limits_of(cpu, "threads=0").workers, 8);
+  EXPECT_EQ(plan_limits_of(cpu, "threads=3").workers, 3);
+  EXPECT_THROW(plan_limits_of(cpu, "no_such_knob=1"), InputError);
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST(TunerDecide, BreakEvenIsTheStartOfTheWinningSuffix) {
                                       {0.0, 0.9, Verdict::slower},
                                       {0.9, 3, Verdict::faster},
                                       {0.5, 1.0, Verdict::tie}});
-  EXPECT_EQ(be.status, "ok");
+  EXPECT_EQ(be.status, BreakEvenStatus::ok);
   ASSERT_TRUE(be.hit_rate);
   EXPECT_DOUBLE_EQ(*be.hit_rate, 0.9);
   ASSERT_EQ(be.curve.size(), 4u);
@@ -91,19 +91,19 @@ TEST(TunerDecide, BracketIsOpenWhereMacIsClearlySlower) {
 TEST(TunerDecide, NonMonotoneWinsCountOnlyFromTheTop) {
   const BreakEven be = break_even_of(
       {{0.5, 1.2, Verdict::faster}, {0.9, 1.0, Verdict::tie}, {1.0, 5, Verdict::faster}});
-  EXPECT_EQ(be.status, "ok");
+  EXPECT_EQ(be.status, BreakEvenStatus::ok);
   EXPECT_DOUBLE_EQ(*be.hit_rate, 1.0);
 }
 
 TEST(TunerDecide, AmbiguousWhenTheTopIsTooCloseToCall) {
   const BreakEven be = break_even_of({{0.0, 0.9, Verdict::slower}, {1.0, 1.0, Verdict::tie}});
-  EXPECT_EQ(be.status, "ambiguous");
+  EXPECT_EQ(be.status, BreakEvenStatus::ambiguous);
   EXPECT_FALSE(be.hit_rate);
 }
 
 TEST(TunerDecide, NeverWhenMacIsSlowerEverywhere) {
   const BreakEven be = break_even_of({{0.0, 0.5, Verdict::slower}, {1.0, 0.8, Verdict::slower}});
-  EXPECT_EQ(be.status, "never");
+  EXPECT_EQ(be.status, BreakEvenStatus::never);
   EXPECT_FALSE(be.hit_rate);
 }
 
@@ -115,7 +115,7 @@ TEST(TunerDecide, IntervalsDecideTheVerdicts) {
       pair(0.9, "threads=0", 512, 6e-3, 10e-3), pair(1, "threads=0", 512, 2e-3, 10e-3)};
   const auto d = decide(rows, {});
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].break_even.status, "ok");
+  EXPECT_EQ(d[0].break_even.status, BreakEvenStatus::ok);
   EXPECT_DOUBLE_EQ(*d[0].break_even.hit_rate, 0.9);
   const auto& c = d[0].break_even.curve;
   ASSERT_EQ(c.size(), 4u);
@@ -128,7 +128,7 @@ TEST(TunerDecide, IntervalsDecideTheVerdicts) {
 TEST(TunerDecide, WideIntervalsMakeItAmbiguous) {
   std::vector<PairRow> rows = {pair(0, "t=0", 512, 12e-3, 10e-3, 0.3),
                                pair(1, "t=0", 512, 8e-3, 10e-3, 0.3)};
-  EXPECT_EQ(decide(rows, {})[0].break_even.status, "ambiguous");
+  EXPECT_EQ(decide(rows, {})[0].break_even.status, BreakEvenStatus::ambiguous);
 }
 
 TEST(TunerDecide, FastestConfigWinsOutsideTheTolerance) {
@@ -260,7 +260,7 @@ TEST(TunerDecide, MostConservativeVariantSetsTheBucketBreakEven) {
   // A variant where MAC never wins makes the bucket "never".
   for (auto& r : rows)
     if (r.variant == a.variant) r.mac = timing(30e-3);
-  EXPECT_EQ(decide(rows, {})[0].break_even.status, "never");
+  EXPECT_EQ(decide(rows, {})[0].break_even.status, BreakEvenStatus::never);
 }
 
 }  // namespace

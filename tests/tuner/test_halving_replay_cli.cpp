@@ -64,7 +64,7 @@ void write_exhaustive(const std::string& spec_path, const std::string& db_path, 
       for (int k = 0; k < std::max(count, 3); ++k) samples.push_back(fn(p, mac, k));
       m.stats = summarize(samples);
       if (count > 0) m.samples = samples;
-      m.stop_reason = "max_samples";
+      m.stop_reason = StopReason::max_samples;
       rows.push_back(m);
     }
     s.record_measurements(rows);

@@ -126,7 +126,8 @@ TEST(SkipRatio, SkipRowsMakeTheSkipCurveNotTheHitRateBreakEven) {
   ASSERT_EQ(ds.size(), 1u);
   const BucketDecision& d = ds[0];
   EXPECT_TRUE(d.by_variant.empty());
-  EXPECT_EQ(d.break_even.status, "ambiguous");  // no hit-rate curve: emit never turns MAC on
+  EXPECT_EQ(d.break_even.status,
+            BreakEvenStatus::ambiguous);  // no hit-rate curve: emit never turns MAC on
   EXPECT_FALSE(d.break_even.hit_rate);
   ASSERT_EQ(d.skip_curve.size(), 5u);
   for (std::size_t i = 1; i < d.skip_curve.size(); ++i)
@@ -134,7 +135,7 @@ TEST(SkipRatio, SkipRowsMakeTheSkipCurveNotTheHitRateBreakEven) {
   EXPECT_EQ(d.skip_curve[0].verdict, Verdict::slower);
   EXPECT_EQ(d.skip_curve[1].verdict, Verdict::tie);
   EXPECT_DOUBLE_EQ(d.skip_curve[4].speedup, 8.0);
-  EXPECT_EQ(d.skip_break_even.status, "ok");
+  EXPECT_EQ(d.skip_break_even.status, BreakEvenStatus::ok);
   EXPECT_DOUBLE_EQ(*d.skip_break_even.hit_rate, 0.9);  // the break-even skip ratio
   EXPECT_DOUBLE_EQ(*d.skip_break_even.lo, 0.8);
 
@@ -150,15 +151,6 @@ TEST(SkipRatio, SkipRowsMakeTheSkipCurveNotTheHitRateBreakEven) {
       << md;
   // A tie at 0.8: the bracket is closed there, as the hit-rate tables write it (break_even_text).
   EXPECT_NE(md.find("| 16384 | 2 | 0.9 [0.8, 0.9] |"), std::string::npos) << md;
-}
-
-TEST(SkipRatio, MeasuredRatioIsReadFromTheNotes) {
-  EXPECT_EQ(measured_skip_ratio("timer=steady_clock; skip_ratio=0.9; kv_tokens=103/1026"),
-            1.0 - 103.0 / 1026.0);
-  EXPECT_FALSE(measured_skip_ratio("timer=steady_clock; skip_ratio=0.9"));
-  EXPECT_FALSE(measured_skip_ratio("kv_tokens=12"));
-  EXPECT_FALSE(measured_skip_ratio("kv_tokens=12/0"));
-  EXPECT_EQ(kv_tokens_note(103, 1026), "kv_tokens=103/1026");
 }
 
 }  // namespace

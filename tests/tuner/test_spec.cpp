@@ -33,7 +33,7 @@ TEST(TunerSpec, MinimalSpecGetsDefaults) {
   EXPECT_EQ(texts(s.axis("hit_rate")), (std::vector<std::string>{"0", "0.5", "0.9", "1"}));
   EXPECT_EQ(texts(s.axis("lag")), (std::vector<std::string>{"uniform(1,64)"}));
   EXPECT_TRUE(s.find_axis("chunk_tokens"));
-  EXPECT_FALSE(s.find_axis("min_chunk")) << "CUDA axes do not enter a CPU grid";
+  EXPECT_FALSE(s.find_axis("ctas_per_sm")) << "CUDA axes do not enter a CPU grid";
   EXPECT_EQ(s.output.db, "results/tiny.db");
   EXPECT_EQ(s.output.dispatch, "dispatch/tiny.json");
   EXPECT_EQ(s.measure.mode, CacheMode::cold);
@@ -54,7 +54,7 @@ mac:
   summary_dtype: [fp32, bf16]
 kernels:
   cpu: {threads: [1, 2], isa: avx2}
-  cuda: {min_chunk: [64, 128]}
+  cuda: {chunk_tokens: [64, 128]}
 )Y",
                             "t.yaml", "cpu");
   EXPECT_EQ(texts(s.axis("batch")),
@@ -73,11 +73,24 @@ kernels:
 }
 
 TEST(TunerSpec, CudaBackendTakesTheCudaSection) {
-  const Spec s = parse_spec("name: g\nkernels:\n  cuda: {min_chunk: [64, 256], graph: on}\n",
+  const Spec s = parse_spec("name: g\nkernels:\n  cuda: {chunk_tokens: [64, 256], graph: on}\n",
                             "t.yaml", "cuda");
-  EXPECT_EQ(texts(s.axis("min_chunk")), (std::vector<std::string>{"64", "256"}));
+  EXPECT_EQ(texts(s.axis("chunk_tokens")), (std::vector<std::string>{"64", "256"}));
   EXPECT_EQ(texts(s.axis("graph")), (std::vector<std::string>{"true"}));
-  EXPECT_FALSE(s.find_axis("chunk_tokens"));
+  EXPECT_FALSE(s.find_axis("block_rows"));
+}
+
+// The chunk knob is chunk_tokens on both engines; min_chunk, the CUDA name of earlier releases,
+// reads as the same axis (and naming both is naming it twice).
+TEST(TunerSpec, MinChunkIsAnAliasOfTheCudaChunkTokens) {
+  const Spec s =
+      parse_spec("name: g\nkernels:\n  cuda: {min_chunk: [64, 256]}\n", "t.yaml", "cuda");
+  EXPECT_EQ(texts(s.axis("chunk_tokens")), (std::vector<std::string>{"64", "256"}));
+  EXPECT_TRUE(s.axis("chunk_tokens").given);
+  EXPECT_FALSE(s.find_axis("min_chunk"));
+  const std::string e =
+      error_of("name: g\nkernels:\n  cuda: {min_chunk: 64, chunk_tokens: 128}\n", "cuda");
+  EXPECT_NE(e.find("given twice"), std::string::npos) << e;
 }
 
 TEST(TunerSpec, UnknownKeysNameFileLineAndKey) {

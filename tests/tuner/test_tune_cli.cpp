@@ -404,7 +404,7 @@ TEST(TuneCli, DryRunPlansForADeviceThisMachineLacks) {
   TempDir dir;
   dir.write("gpu.yaml",
             "name: gpu\ndevice: {backend: cuda, name: '*NoSuchGPU*'}\n"
-            "kernels:\n  cuda: {min_chunk: [128, 256]}\n"
+            "kernels:\n  cuda: {chunk_tokens: [128, 256]}\n"
             "workload: {batch: [1, 2], context: [32K, 64K], hit_rate: [0, 1]}\n"
             "measure: {time_cap: 10}\n");
   auto r = run_mactune(dir, {"tune", "gpu.yaml", "--dry-run"});

@@ -117,14 +117,14 @@ BreakEven break_even_of(std::vector<CurvePoint> curve) {
   std::size_t first_win = curve.size();
   while (first_win > 0 && curve[first_win - 1].verdict == Verdict::faster) --first_win;
   if (first_win < curve.size()) {
-    be.status = "ok";
+    be.status = BreakEvenStatus::ok;
     be.hit_rate = curve[first_win].hit_rate;
     be.lo = first_win > 0 ? curve[first_win - 1].hit_rate : 0.0;
     be.lo_closed = first_win == 0 || curve[first_win - 1].verdict == Verdict::tie;
   } else {
     const bool any_tie = std::any_of(curve.begin(), curve.end(),
                                      [](const CurvePoint& p) { return p.verdict == Verdict::tie; });
-    be.status = any_tie || curve.empty() ? "ambiguous" : "never";
+    be.status = any_tie || curve.empty() ? BreakEvenStatus::ambiguous : BreakEvenStatus::never;
   }
   return be;
 }
@@ -136,7 +136,7 @@ std::string bracket_text(const BreakEven& be) {
 }
 
 std::string break_even_text(const BreakEven& be) {
-  if (!be.hit_rate) return be.status;
+  if (!be.hit_rate) return std::string(name_of(be.status));
   std::string t = format_number(*be.hit_rate);
   if (be.lo && *be.lo < *be.hit_rate) t += " " + bracket_text(be);
   return t;
@@ -290,7 +290,9 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
       std::vector<CurvePoint> curve;
       for (const auto& [h, p] : pts) curve.push_back(p);
       BreakEven be = break_even_of(curve);
-      const int rank = be.status == "never" ? 2 : be.status == "ambiguous" ? 1 : 0;
+      const int rank = be.status == BreakEvenStatus::never       ? 2
+                       : be.status == BreakEvenStatus::ambiguous ? 1
+                                                                 : 0;
       const bool worse =
           rank > worst || (rank == 0 && worst == 0 && be.hit_rate && d.break_even.hit_rate &&
                            *be.hit_rate > *d.break_even.hit_rate);

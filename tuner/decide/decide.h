@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "db/break_even_status.h"
 #include "kernels/problem.h"
 #include "kernels/time_stats.h"
 #include "tuner/spec/grid.h"
@@ -31,8 +32,8 @@ struct PairRow {
   double hit_rate = 0;
   std::string variant;  // the rest of the workload: "lag=uniform(1,64),coherence=per-head"
   // A skip-ratio workload (kernels/forced.h ForcedQuota::skip_ratio): its target, and the
-  // ratio the MAC side's step measured (its row's notes). Such rows are no hit-rate condition:
-  // they make the bucket's skip curve, not its break-even hit rate.
+  // ratio the MAC side's step measured (its row's KV token counts). Such rows are no hit-rate
+  // condition: they make the bucket's skip curve, not its break-even hit rate.
   std::optional<double> skip_ratio, measured_skip;
   std::string mac_instance, full_instance;
   Launch launch;  // launch parameters, shared by both sides
@@ -91,8 +92,13 @@ struct CurvePoint {
   Verdict verdict = Verdict::tie;
 };
 
+// Where a break-even stands: one enum for the decisions, the database and every text of it.
+using BreakEvenStatus = db::BreakEvenStatus;
+
+// A bucket's break-even (or one variant's): the one type of it; the database's break_even row
+// (db::BreakEvenRow) stores its status, hit rate and the speedup there, the bracket in notes.
 struct BreakEven {
-  std::string status;              // "ok", "ambiguous" or "never"
+  BreakEvenStatus status = BreakEvenStatus::ambiguous;
   std::optional<double> hit_rate;  // status ok: the smallest hit rate from which MAC is
                                    // clearly faster at every measured hit rate above it
   // Status ok: the bracket's low end, the highest measured hit rate below hit_rate at which MAC

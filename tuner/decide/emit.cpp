@@ -45,7 +45,7 @@ namespace {
 
 std::string note_of(const BucketDecision& d) {
   std::ostringstream o;
-  o << "break-even " << d.break_even.status;
+  o << "break-even " << name_of(d.break_even.status);
   if (d.break_even.hit_rate) o << " at hit rate " << format_number(*d.break_even.hit_rate);
   o << " (iqr)";
   for (const CurvePoint& p : d.break_even.curve)
@@ -191,7 +191,7 @@ dispatch::DispatchTable make_table(const Decided& d, const std::string& source_d
       // engine keeps its own (calibrated) tau. Every other MAC setting was measured.
       e.mac = dispatch::mac_choice(b.mac.config.instance, *b.mac.config.mac,
                                    to_params(b.mac.config.launch), /*with_tau=*/false);
-      if (b.break_even.status == "ok") e.min_hit_rate = b.break_even.hit_rate;
+      if (b.break_even.status == BreakEvenStatus::ok) e.min_hit_rate = b.break_even.hit_rate;
     }
     e.note = note_of(b);
     if (e.context.lo != 1 && e.context.lo != b.bucket.context)

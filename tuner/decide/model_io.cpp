@@ -4,24 +4,14 @@
 #include <iomanip>
 #include <sstream>
 
+#include "kernels/cpu/engine_config.h"
+#include "kernels/cuda/engine_config.h"
 #include "kernels/error.h"
 #include "tuner/spec/expr.h"
 #include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner {
 namespace {
-
-// The integer value of `key` in "k=v,k=v" launch text, or `fallback`.
-int param_int(const std::string& params, const std::string& key, int fallback) {
-  std::istringstream in(params);
-  std::string kv;
-  while (std::getline(in, kv, ',')) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || kv.substr(0, eq) != key) continue;
-    if (const auto v = parse_real(kv.substr(eq + 1))) return static_cast<int>(*v);
-  }
-  return fallback;
-}
 
 std::string ms_text(double s) {
   std::ostringstream o;
@@ -38,12 +28,17 @@ std::string percent(double x) {
 }  // namespace
 
 PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params) {
-  if (device.backend == "cuda")
-    return cuda_plan_limits(device.compute_units, param_int(params, "min_chunk", 128));
+  // The launch text read into the engine's config through its field table: what the text
+  // leaves out keeps the engine's own default (its member initializer, written nowhere else).
+  if (device.backend == "cuda") {
+    cuda::EngineConfig e;
+    parse_fields_text(e, params);
+    return cuda_plan_limits(device.compute_units, e.min_chunk);
+  }
+  cpu::EngineConfig e;
+  parse_fields_text(e, params);
   const int all = device.threads > 0 ? device.threads : device.compute_units;
-  const int threads = param_int(params, "threads", 0);
-  return cpu_plan_limits(threads > 0 ? threads : std::max(all, 1),
-                         param_int(params, "chunk_tokens", 256));
+  return cpu_plan_limits(e.threads > 0 ? e.threads : std::max(all, 1), e.chunk_tokens);
 }
 
 StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits) {
@@ -72,7 +67,7 @@ std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& s
     const Family fam = r.instance.family;
     if ((fam != Family::mac && fam != Family::full) || !(r.m.stats.median_s > 0)) continue;
     ModelRow row;
-    row.family = fam == Family::mac ? "mac" : "full";
+    row.family = fam;
     row.instance = r.instance.name;
     row.params = r.m.point.params;
     row.launch = parse_launch(name_of(r.instance.backend), row.params);
@@ -97,8 +92,8 @@ DeviceModels fit_device_models(const std::vector<ModelRow>& rows, const DeviceFi
   for (const ModelRow& r : rows)
     if (!use || use(r)) {
       fit.push_back(r.fit);
-      is_mac.push_back(r.family == "mac");
-      (r.family == "mac" ? m.mac_rows : m.full_rows) += 1;
+      is_mac.push_back(r.family == Family::mac);
+      (r.family == Family::mac ? m.mac_rows : m.full_rows) += 1;
     }
   if (m.mac_rows == 0 || m.full_rows == 0)
     input_error("the cost model needs MAC and full-attention measurements to fit (have ",
@@ -126,7 +121,8 @@ std::optional<DeviceModels> try_fit_device_models(const std::vector<ModelRow>& r
 const ModelRow* chosen_mac_row(const BucketDecision& d, const std::vector<ModelRow>& rows) {
   const ModelRow* best = nullptr;
   for (const ModelRow& r : rows) {
-    if (r.family != "mac" || r.launch != d.mac.config.launch || r.instance != d.mac.config.instance)
+    if (r.family != Family::mac || r.launch != d.mac.config.launch ||
+        r.instance != d.mac.config.instance)
       continue;
     const Bucket b = bucket_of(r.workload);
     if (b.shape != d.bucket.shape || b.batch != d.bucket.batch) continue;
@@ -139,7 +135,7 @@ const ModelRow* chosen_mac_row(const BucketDecision& d, const std::vector<ModelR
 std::vector<Disagreement> disagreements(const DeviceModels& m, const std::vector<ModelRow>& rows) {
   std::vector<Disagreement> out;
   for (const ModelRow& r : rows) {
-    const bool mac = r.family == "mac";
+    const bool mac = r.family == Family::mac;
     const CostModel& model = mac ? m.mac : m.full;
     const double typical = (mac ? m.mac_held_out : m.full_held_out).median;
     Disagreement d;
@@ -190,8 +186,8 @@ std::string model_markdown(const DeviceModels& m, const std::vector<ModelRow>& r
        "allowed |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const Disagreement& d : off) {
     const ModelRow& r = *d.row;
-    o << "| " << r.family << " | " << r.workload.problem.batch << " | " << r.workload.context
-      << " | " << quota_label(r.workload.forced) << " | " << r.params << " | "
+    o << "| " << name_of(r.family) << " | " << r.workload.problem.batch << " | "
+      << r.workload.context << " | " << quota_label(r.workload.forced) << " | " << r.params << " | "
       << ms_text(r.fit.seconds) << " | " << ms_text(d.predicted_s) << " | "
       << (d.rel_err >= 0 ? "+" : "") << percent(d.rel_err) << " | " << percent(d.allowed) << " |\n";
   }

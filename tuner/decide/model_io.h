@@ -16,7 +16,7 @@ namespace mactune::tuner {
 
 // One stored measurement with the step it timed.
 struct ModelRow {
-  std::string family;            // "mac" | "full"
+  Family family = Family::mac;   // mac or full
   std::string instance, params;  // params: the stored launch text
   Launch launch;                 // the same, typed (as decisions hold it)
   db::Workload workload;

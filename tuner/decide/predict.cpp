@@ -19,7 +19,7 @@ const ModelRow& template_row(const std::vector<ModelRow>& rows) {
   const ModelRow* best = nullptr;
   int best_n = 0;
   for (const ModelRow& r : rows) {
-    if (r.family != "mac") continue;
+    if (r.family != Family::mac) continue;
     db::Workload w = r.workload;
     w.context = 0;
     w.problem.batch = 1;
@@ -33,7 +33,7 @@ const ModelRow& template_row(const std::vector<ModelRow>& rows) {
 
 // The measured row of the same workload, side and params, if any.
 const ModelRow* find_measured(const std::vector<ModelRow>& rows, const db::Workload& w,
-                              const std::string& family, const std::string& params) {
+                              Family family, const std::string& params) {
   const std::string key = w.key();
   for (const ModelRow& r : rows)
     if (r.family == family && r.params == params && r.workload.key() == key) return &r;
@@ -107,8 +107,8 @@ Prediction predict(const std::vector<ModelRow>& rows, const DeviceFingerprint& d
         StepSpec full = p.step;
         full.mac_enabled = false;
         p.full_s = out.models.full.predict(step_features(full));
-        const ModelRow* mm = find_measured(rows, w, "mac", params);
-        const ModelRow* mf = find_measured(rows, w, "full", params);
+        const ModelRow* mm = find_measured(rows, w, Family::mac, params);
+        const ModelRow* mf = find_measured(rows, w, Family::full, params);
         if (mm) p.measured_mac_s = mm->fit.seconds;
         if (mf) p.measured_full_s = mf->fit.seconds;
         p.measured_in_fit = (mm && in_fit(*mm)) || (mf && in_fit(*mf));

@@ -77,6 +77,12 @@ Config parse_config(const InstanceDesc& instance, const std::string& params) {
 
 namespace {
 
+// 1 - KV tokens read / total of the row's step (db Measurement::kv_tokens_read), if counted.
+std::optional<double> measured_skip_ratio(const db::Measurement& m) {
+  if (!m.kv_tokens_read || !m.kv_tokens_total || *m.kv_tokens_total <= 0) return std::nullopt;
+  return 1.0 - static_cast<double>(*m.kv_tokens_read) / static_cast<double>(*m.kv_tokens_total);
+}
+
 std::string curve_text(const BreakEven& be) {
   std::ostringstream o;
   for (const CurvePoint& p : be.curve)
@@ -164,7 +170,7 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
     p.variant = variant_of(mac->workload);
     if (mac->workload.forced.quota == ForcedQuota::skip_ratio) {
       p.skip_ratio = mac->workload.forced.skip_ratio;
-      p.measured_skip = measured_skip_ratio(mac->m.notes);
+      p.measured_skip = measured_skip_ratio(mac->m);
     }
     p.mac_instance = mac->instance.name;
     p.full_instance = full->instance.name;
@@ -192,7 +198,7 @@ std::map<std::string, Config> load_incumbents(const db::Store& store, const Sele
     const auto info = id ? store.instance(*id) : std::nullopt;
     if (!info) continue;
     try {
-      inc[b.bucket.key() + "/" + b.family] = parse_config(*info, b.params);
+      inc[b.bucket.key() + "/" + std::string(name_of(b.family))] = parse_config(*info, b.params);
     } catch (const InputError&) {
       // A decision this build cannot read (a setting it does not know): no incumbent there.
     }
@@ -203,8 +209,8 @@ std::map<std::string, Config> load_incumbents(const db::Store& store, const Sele
 void store_decisions(db::Store& store, const Selection& sel,
                      const std::vector<BucketDecision>& decisions, double tie_tolerance) {
   for (const BucketDecision& d : decisions) {
-    for (const char* family : {"full", "mac"}) {
-      const Choice& c = std::string(family) == "mac" ? d.mac : d.full;
+    for (const Family family : {Family::full, Family::mac}) {
+      const Choice& c = family == Family::mac ? d.mac : d.full;
       if (c.empty()) continue;
       db::BestConfig b;
       b.device_id = sel.device_id;
@@ -221,13 +227,12 @@ void store_decisions(db::Store& store, const Selection& sel,
         b.tie_set.push_back({c.ties[i].instance, config_text(c.ties[i]), c.tie_scores.at(i)});
       store.write_best_config(b);
     }
-    db::BreakEven be;
+    db::BreakEvenRow be;
     be.device_id = sel.device_id;
     be.build_id = sel.build_id;
     be.bucket = d.bucket;
     be.policy = sel.policy;
-    be.status = d.break_even.status == "ok" ? db::BreakEvenStatus::found
-                                            : parse_enum<db::BreakEvenStatus>(d.break_even.status);
+    be.status = d.break_even.status;
     be.hit_rate = d.break_even.hit_rate;
     if (d.break_even.hit_rate)
       for (const CurvePoint& p : d.break_even.curve)
@@ -243,7 +248,7 @@ void store_decisions(db::Store& store, const Selection& sel,
             << format_number(*d.break_even.lo) << ',' << format_number(*d.break_even.hit_rate)
             << "];";
     for (const auto& [variant, v] : d.by_variant)
-      notes << ' ' << variant << " [" << v.status << "] " << curve_text(v) << ';';
+      notes << ' ' << variant << " [" << name_of(v.status) << "] " << curve_text(v) << ';';
     be.notes = notes.str();
     store.write_break_even(be);
   }

@@ -103,7 +103,7 @@ svg::Chart break_even_chart(const std::vector<BucketDecision>& ds, const ReportM
       s.band_lo.push_back(d.break_even.lo.value_or(*d.break_even.hit_rate));
       s.band_hi.push_back(*d.break_even.hit_rate);
     } else {
-      s.off_scale.emplace_back(d.bucket.context, d.break_even.status);
+      s.off_scale.emplace_back(d.bucket.context, std::string(name_of(d.break_even.status)));
     }
     auto [it, fresh] = first_of_batch.try_emplace(d.bucket.batch, &d);
     if (!fresh && d.bucket.context < it->second->bucket.context) it->second = &d;

@@ -182,7 +182,7 @@ PointTimes point_times(const SweepPlan& plan, const std::vector<std::string>& db
       if (!matches_spec(plan, d.fingerprint)) continue;
       db::MeasurementFilter f;
       f.device_id = d.id;
-      f.family = "mac";
+      f.family = Family::mac;
       const auto rows = s.measurements(f);
       // Points measured together (one interleave group) share their run and start time.
       std::map<std::pair<db::Id, std::string>, int> group_size;

@@ -36,9 +36,7 @@ double percent(double part, double whole) {
 // A stopped-short stored row (time cap, interruption) keeps its reason when the replay runs
 // out of its samples.
 StopReason stored_reason(const db::MeasurementRow& r) {
-  for (const auto& n : EnumNames<StopReason>::names)
-    if (n.name == r.m.stop_reason) return n.value;
-  return StopReason::max_samples;
+  return r.m.stop_reason.value_or(StopReason::max_samples);
 }
 
 // "Measures" by taking the stored samples in order: a case continued from its prior samples

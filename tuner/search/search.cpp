@@ -29,7 +29,7 @@ SearchStatus search_status(const BreakEven& be, double resolution, int units,
                            const std::set<double>& grid_rates,
                            const std::vector<int>* work_changes) {
   SearchStatus s;
-  if (be.status != "ok" || !be.hit_rate) return s;
+  if (be.status != BreakEvenStatus::ok || !be.hit_rate) return s;
   s.hi = *be.hit_rate;
   s.lo = be.lo.value_or(s.hi);
   s.lo_closed = be.lo_closed;

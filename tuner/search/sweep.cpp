@@ -212,13 +212,14 @@ class Sweeper {
       for (auto [m, side] : {std::pair{&mm, &mac}, std::pair{&mf, &full}}) {
         m->stats = side->time;
         m->samples = side->samples;
-        m->stop_reason = std::string(name_of(side->stop));
+        m->stop_reason = side->stop;
         m->modeled_bytes = static_cast<double>(side->stats.modeled_bytes());
         m->clock_mhz = r.clock.mhz;
         m->throttled_samples = r.clock.throttled_samples;
+        m->kv_tokens_read = side->stats.kv_tokens_read;
+        m->kv_tokens_total = side->stats.kv_tokens_total;
         m->notes = notes + "; skip_ratio=" +
-                   format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4) + "; " +
-                   kv_tokens_note(side->stats.kv_tokens_read, side->stats.kv_tokens_total);
+                   format_number(std::round(side->stats.skip_ratio() * 1e4) / 1e4);
       }
       // The pair in one transaction: a kill cannot leave a MAC row without its baseline.
       store_.record_measurements(std::array{mf, mm});

@@ -12,7 +12,6 @@
 #include "tuner/search/halving_rounds.h"
 #include "tuner/search/sweep_parts.h"
 #include "tuner/spec/expr.h"
-#include "tuner/spec/skip_ratio.h"
 
 namespace mactune::tuner::sweep_parts {
 namespace {
@@ -108,15 +107,16 @@ class Halving final : public HalvingSampler {
       for (auto [m, l] : {std::pair{&mm, &mac}, std::pair{&mf, &full}}) {
         m->stats = l->side.time;
         m->samples = l->side.samples;
-        m->stop_reason = std::string(name_of(l->side.stop));
+        m->stop_reason = l->side.stop;
         m->modeled_bytes = static_cast<double>(l->side.stats.modeled_bytes());
         m->clock_mhz = l->clock.mhz;
         m->throttled_samples = l->clock.throttled_samples;
         m->partial = !l->final;
+        m->kv_tokens_read = l->side.stats.kv_tokens_read;
+        m->kv_tokens_total = l->side.stats.kv_tokens_total;
         m->notes = l->notes + "; search=halving; round=" + std::to_string(l->round) +
                    (l->final ? " (final)" : " (dropped)") + "; skip_ratio=" +
-                   format_number(std::round(l->side.stats.skip_ratio() * 1e4) / 1e4) + "; " +
-                   kv_tokens_note(l->side.stats.kv_tokens_read, l->side.stats.kv_tokens_total);
+                   format_number(std::round(l->side.stats.skip_ratio() * 1e4) / 1e4);
       }
       rows.push_back(mf);
       rows.push_back(mm);

@@ -1,7 +1,6 @@
 #include "tuner/spec/skip_ratio.h"
 
 #include <algorithm>
-#include <charconv>
 #include <climits>
 #include <sstream>
 
@@ -108,24 +107,6 @@ std::string unreachable_line(const TunePoint& p, const std::string& why) {
   o << "skip_ratio " << format_number(p.forced.skip_ratio) << " at " << bucket_of(p).key() << " (K "
     << p.mac.ring_capacity << ", r " << p.mac.band << "): " << why;
   return o.str();
-}
-
-std::string kv_tokens_note(long long read, long long total) {
-  return "kv_tokens=" + std::to_string(read) + "/" + std::to_string(total);
-}
-
-std::optional<double> measured_skip_ratio(std::string_view notes) {
-  constexpr std::string_view key = "kv_tokens=";
-  const auto at = notes.find(key);
-  if (at == std::string_view::npos) return std::nullopt;
-  const char* first = notes.data() + at + key.size();
-  const char* last = notes.data() + notes.size();
-  long long read = 0, total = 0;
-  auto r = std::from_chars(first, last, read);
-  if (r.ec != std::errc() || r.ptr == last || *r.ptr != '/') return std::nullopt;
-  r = std::from_chars(r.ptr + 1, last, total);
-  if (r.ec != std::errc() || total <= 0) return std::nullopt;
-  return 1.0 - static_cast<double>(read) / static_cast<double>(total);
 }
 
 }  // namespace mactune::tuner

@@ -4,9 +4,7 @@
 // ratio exactly (and what would let them), and the measured ratio a stored row carries.
 #pragma once
 
-#include <optional>
 #include <string>
-#include <string_view>
 
 #include "tuner/spec/grid.h"
 #include "tuner/spec/spec.h"
@@ -33,10 +31,5 @@ std::string quota_label(const ForcedHits& f);
 
 // "skip_ratio 0.5 at <bucket> (K 2048, r 64): <why>": one line of tune's and the report's list.
 std::string unreachable_line(const TunePoint& p, const std::string& why);
-
-// The KV tokens a stored row's step read and the step's total, as the sweep writes them in
-// the row's notes ("kv_tokens=READ/TOTAL"); the measured skip ratio is 1 - READ / TOTAL.
-std::string kv_tokens_note(long long read, long long total);
-std::optional<double> measured_skip_ratio(std::string_view notes);
 
 }  // namespace mactune::tuner

@@ -212,7 +212,9 @@ void read_axes(const Reader& rd, Spec& spec, Section section, const YAML::Node& 
     if (d.section == section) known.push_back(d.name());
   if (!n.IsMap()) rd.fail(n, where, "expected a mapping of axes");
   for (auto it = n.begin(); it != n.end(); ++it) {
-    const std::string key = rd.key_text(it->first, where);
+    std::string key = rd.key_text(it->first, where);
+    for (const AxisDef& d : axis_defs())  // an earlier spelling (the field's alias) is the axis
+      if (d.section == section && d.field.named(key)) key = std::string(d.name());
     const std::string full = where + "." + key;
     auto found = std::find_if(spec.axes.begin(), spec.axes.end(),
                               [&](const Axis& a) { return a.section == section && a.name == key; });

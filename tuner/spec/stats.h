@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/enum_names.h"
+#include "kernels/stop_reason.h"  // StopReason: why sampling stopped
 #include "kernels/time_stats.h"
 
 namespace mactune::tuner {
@@ -31,21 +32,6 @@ struct StoppingPolicy {
   int stable_window = 8;      // the noise has "stabilised" when, over this many samples,
   double stable_drift = 0.1;  // it moved by less than this fraction of itself
 };
-
-// Why sampling stopped.
-enum class StopReason : std::uint8_t { noise, stable, max_samples, time_cap, interrupted };
-}  // namespace mactune::tuner
-template <>
-struct mactune::EnumNames<mactune::tuner::StopReason> {
-  using S = tuner::StopReason;
-  static constexpr std::string_view what = "stop reason";
-  static constexpr EnumName<S> names[] = {{S::noise, "noise"},
-                                          {S::stable, "stable"},
-                                          {S::max_samples, "max_samples"},
-                                          {S::time_cap, "time_cap"},
-                                          {S::interrupted, "interrupted"}};
-};
-namespace mactune::tuner {
 
 // Tracks one candidate's samples and says when it has enough. Feed samples in order.
 class Convergence {
