@@ -47,7 +47,7 @@ from mactune import fidelity, gguf_llama, inloop
 
 def parse_rule(text: str) -> dict:
     rule = {"tau": 0.45, "pick": "nearest", "alpha": 1.0, "bound": "", "eps": 1.0,
-            "group": 0, "sink": 0, "layers": ""}
+            "group": 0, "sink": 0, "corr": 0, "layers": ""}
     for part in filter(None, text.split(",")):
         key, _, val = part.partition("=")
         if key not in rule:
@@ -74,9 +74,12 @@ class MacSim:
 
     def __init__(self, rule: dict, theta: float, start: int, K: int = 512, r: int = 256,
                  n_layers: int = 30):
+        if start < K:
+            raise ValueError(f"start {start} < K {K}: the simulation needs a full ring")
         self.rule, self.theta, self.start, self.K, self.r = rule, theta, start, K, r
         self.mac_layers = layer_set(rule, n_layers)
         self.stats = {}
+        self.trace = None  # a list: (layer, m, d2, alpha, delta, kappa) of the nearest candidates
 
     def __call__(self, layer, q, k, v):
         T, Hq, D = q.shape
@@ -103,6 +106,8 @@ class MacSim:
         # Decision-independent parts of each row m, as unnormalized sums relative to mx[:, m].
         pre = E * ((j[None, :] >= s0) & (j[None, :] < ce[:, None]))[None]
         U_pre = np.matmul(pre.reshape(Hkv, G * T, T), V).reshape(Hq, T, D)
+        corr = self.rule["corr"]
+        KU_pre = np.matmul(pre.reshape(Hkv, G * T, T), KR).reshape(Hq, T, D) if corr else None
         Z_pre = pre.sum(axis=2)
         del pre
         tail = E * (j[None, :] >= ce[:, None])[None]
@@ -113,83 +118,91 @@ class MacSim:
             Hq, T, D) if s0 else np.zeros((Hq, T, D), np.float32)
         Z_sink = E[:, :, :s0].sum(axis=2)
         Zsuf = np.cumsum(E[:, :, ::-1], axis=2)[:, :, ::-1]   # Zsuf[h, m, j] = sum_{i >= j}
-        qt = q.astype(np.float64)
         kappa = np.maximum.accumulate(np.linalg.norm(k.astype(np.float64), axis=2), axis=0)
         kappa_h = np.repeat(kappa, G, axis=1)                 # [T, Hq]
         rule = self.rule
         thr = 2 * D * (1 - rule["tau"]) ** 2 if rule["tau"] < 1 else -1.0
-        ring_o = np.zeros((T, Hq, D))
-        ring_l = np.full((T, Hq), -np.inf)
-        out = np.zeros((T, Hq, D))
+        # Every step's miss values (a hit overwrites its head's): exact prefix entries and output.
+        Z_ex = Z_pre + Z_tail + Z_sink
+        exact = ((U_pre + U_tail + U_sink) / Z_ex[:, :, None]).transpose(1, 0, 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ring_o = np.nan_to_num(U_pre / Z_pre[:, :, None]).transpose(1, 0, 2).astype(
+                np.float64)
+            ring_k = (np.nan_to_num(KU_pre / Z_pre[:, :, None]).transpose(1, 0, 2).astype(
+                np.float64) if corr else None)  # the prefix's attention-weighted mean key
+            ring_l = (mx + np.log(Z_pre)).T.astype(np.float64)    # [T, Hq]
+        out = exact.astype(np.float64)
+        P = np.full((T, Hq), -1)
+        # Pre-RoPE squared distances of each step to its K candidates, [Hq, T, K].
+        QT = q.transpose(1, 0, 2).astype(np.float64)
+        n2 = (QT ** 2).sum(axis=2)
+        band = np.zeros((Hq, T, K))
+        ms = np.arange(start, T)
+        cols = ms[:, None] - K + np.arange(K)[None, :]
+        for h in range(Hq):
+            gram = QT[h, start:] @ QT[h, start - K:].T               # [T - start, T - start + K]
+            band[h, start:] = (n2[h, start:, None] + n2[h][cols] -
+                               2 * np.take_along_axis(gram, cols - (start - K), axis=1))
         heads = np.arange(Hq)
-        read = total = hits = elig = 0
-        err2 = 0.0
-        n_err = 0
-        m0 = max(start - K, 0)
-        for m in range(m0, T):
+        for m in range(start, T if thr > 0 else start):
             mxm = mx[:, m].astype(np.float64)
-            U_ex = U_pre[:, m] + U_tail[:, m] + U_sink[:, m]
-            Z_ex = Z_pre[:, m] + Z_tail[:, m] + Z_sink[:, m]
-            exact = U_ex / Z_ex[:, None]
-            p_of = np.full(Hq, -1)
-            if m >= start and thr > 0:
-                c = np.arange(m - K, m)
-                d2 = ((qt[c] - qt[m][None]) ** 2).sum(axis=2).T          # [Hq, K]
-                lse_c = ring_l[c].T
-                lse_f = mxm[:, None] + np.log(Zsuf[:, m, ce[c]] + Z_sink[:, m][:, None])
-                x = np.clip(lse_c - lse_f, -700, 700)
-                alpha = 1.0 / (1.0 + np.exp(-x))
-                ok_tau = d2 < thr
-                ok = ok_tau & (alpha < rule["alpha"])
-                if rule["bound"]:
-                    if rule["bound"] == "post":
-                        dist = np.sqrt(((qr[c].astype(np.float64) - qr[m][None]) ** 2)
-                                       .sum(axis=2)).T
-                    else:
-                        dist = np.sqrt(d2)
-                    delta = dist * kappa_h[m][:, None] / math.sqrt(D)
-                    b = alpha * (2 * delta if rule["bound"] == "lin"
-                                 else np.expm1(np.minimum(2 * delta, 700)))
-                    ok &= b < rule["eps"]
-                if rule["pick"] == "nearest":
-                    i = np.argmin(np.where(ok_tau, d2, np.inf), axis=1)
-                    good = ok[heads, i]
-                elif rule["pick"] == "nearest-ok":
-                    i = np.argmin(np.where(ok, d2, np.inf), axis=1)
-                    good = ok[heads, i]
+            c = np.arange(m - K, m)
+            d2 = band[:, m]                                               # [Hq, K]
+            lse_c = ring_l[c].T
+            qm = qr[m].astype(np.float64)
+            if corr:  # first order: lse* = lse_p + (q_m - q_p) . kbar_p / sqrt(D)
+                lse_c = lse_c + (((qm[None] - qr[c]) * ring_k[c]).sum(axis=2) / math.sqrt(D)).T
+            lse_f = mxm[:, None] + np.log(Zsuf[:, m, ce[c]] + Z_sink[:, m][:, None])
+            alpha = 1.0 / (1.0 + np.exp(np.clip(lse_f - lse_c, -700, 700)))
+            ok_tau = d2 < thr
+            ok = ok_tau & (alpha < rule["alpha"]) if rule["alpha"] < 1 else ok_tau
+            if rule["bound"]:
+                if rule["bound"] == "post":
+                    dist = np.sqrt(((qr[c] - qm[None]) ** 2).sum(axis=2)).T
                 else:
-                    i = K - 1 - np.argmax(ok[:, ::-1], axis=1)
-                    good = ok[heads, i]
-                p_of = np.where(good, c[i], -1)
-                if rule["group"]:
-                    gm = (p_of.reshape(Hkv, G) >= 0).all(axis=1)
-                    p_of = np.where(np.repeat(gm, G), p_of, -1)
-            for h in range(Hq):
-                p = p_of[h]
-                if p < 0:
-                    eu, ez = U_pre[h, m].astype(np.float64), float(Z_pre[h, m])
-                else:
-                    g = h // G
-                    wc = math.exp(min(ring_l[p, h] - mxm[h], 700.0))
-                    seg = E[h, m, ce[p]:ce[m]].astype(np.float64)
-                    eu = wc * ring_o[p, h] + seg @ V[g, ce[p]:ce[m]]
-                    ez = wc + float(seg.sum())
-                ring_o[m, h] = eu / ez if ez > 0 else 0.0
-                ring_l[m, h] = mxm[h] + math.log(ez) if ez > 0 else -np.inf
+                    dist = np.sqrt(np.maximum(d2, 0))
+                delta = dist * kappa_h[m][:, None] / math.sqrt(D)
+                b = alpha * (2 * delta if rule["bound"] == "lin"
+                             else np.expm1(np.minimum(2 * delta, 700)))
+                ok = ok & (b < rule["eps"])
+            if rule["pick"] == "nearest":
+                i = np.argmin(np.where(ok_tau, d2, np.inf), axis=1)
+            elif rule["pick"] == "nearest-ok":
+                i = np.argmin(np.where(ok, d2, np.inf), axis=1)
+            else:
+                i = K - 1 - np.argmax(ok[:, ::-1], axis=1)
+            p_of = np.where(ok[heads, i], c[i], -1)
+            if self.trace is not None:
+                inear = np.argmin(d2, axis=1)
+                dn = np.sqrt(d2[heads, inear]) * kappa_h[m] / math.sqrt(D)
+                self.trace.append((layer, m, d2[heads, inear], alpha[heads, inear], dn,
+                                   kappa_h[m]))
+            if rule["group"]:
+                gm = (p_of.reshape(Hkv, G) >= 0).all(axis=1)
+                p_of = np.where(np.repeat(gm, G), p_of, -1)
+            P[m] = p_of
+            for h in np.nonzero(p_of >= 0)[0]:
+                p, g = p_of[h], h // G
+                lc = lse_c[h, p - (m - K)]
+                wc = math.exp(min(lc - mxm[h], 700.0))
+                seg = E[h, m, ce[p]:ce[m]].astype(np.float64)
+                eu = wc * ring_o[p, h] + seg @ V[g, ce[p]:ce[m]]
+                ez = wc + float(seg.sum())
+                if corr:
+                    ring_k[m, h] = (wc * ring_k[p, h] + seg @ KR[g, ce[p]:ce[m]]) / ez
+                ring_o[m, h] = eu / ez
+                ring_l[m, h] = mxm[h] + math.log(ez)
                 out[m, h] = (eu + U_tail[h, m] + U_sink[h, m]) / (ez + Z_tail[h, m] +
                                                                   Z_sink[h, m])
-            if m >= start:
-                st = np.where(p_of >= 0, ce[np.maximum(p_of, 0)], 0).reshape(Hkv, G)
-                gstart = st.min(axis=1)
-                read += int(((m + 1) - gstart + np.where(gstart > 0, s0, 0)).sum())
-                total += (m + 1) * Hkv
-                hits += int((p_of >= 0).sum())
-                elig += Hq
-                rel = np.linalg.norm(out[m] - exact, axis=1) / np.linalg.norm(exact, axis=1)
-                err2 += float((rel ** 2).sum())
-                n_err += Hq
-        self.stats[layer] = {"read": read, "total": total, "hits": hits, "eligible": elig,
-                             "err_mse": err2 / max(n_err, 1)}
+        Pm = P[start:]
+        st = np.where(Pm >= 0, ce[np.maximum(Pm, 0)], 0).reshape(-1, Hkv, G).min(axis=2)
+        kv_len = np.arange(start, T) + 1
+        read = int((kv_len[:, None] - st + np.where(st > 0, s0, 0)).sum())
+        rel = (np.linalg.norm(out[start:] - exact[start:], axis=2) /
+               np.linalg.norm(exact[start:], axis=2))
+        self.stats[layer] = {"read": read, "total": int(kv_len.sum()) * Hkv,
+                             "hits": int((Pm >= 0).sum()), "eligible": Pm.size,
+                             "err_mse": float(np.mean(rel ** 2))}
         return out.astype(np.float32)
 
     def pooled(self) -> dict:
