@@ -124,7 +124,7 @@ TEST(LayerSchedule, ErrorsNameTheLine) {
   expect_error(kHead + "layers:\n  - layer: 2\n    K: 512\n    tua: 0.5\n",
                {"s.yaml:6:",
                 "unknown key 'tua' in layer 2 (expected K, r, tau, summary_dtype, "
-                "pick, rectify, accept_eps, min_context, subtract_guard)"});
+                "pick, rectify, accept_eps, min_context, subtract_guard, group_hits)"});
   expect_error(kHead + "layers:\n  - layer: 2\n    K: many\n",
                {"s.yaml:5:", "K: expected a number, got 'many'"});
   expect_error(kHead + "layers:\n  - layer: 2\n    tau: -0.5\n",
