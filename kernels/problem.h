@@ -102,7 +102,12 @@ struct MacParams {
   int min_context = 2048;  // steps with m < min_context are misses (that still write the ring)
   DType summary_dtype = DType::f32;  // storage of the ring's summary o (bf16 or f32)
   Rectify rectify = Rectify::forward;
-  double accept_eps = 1.0;       // acceptance gate: keep a hit only if the reused mass alpha < eps
+  double accept_eps = 1.0;  // acceptance gate: keep a hit only if the reused mass alpha < eps
+  // Group-coherent hits: a (request, KV head) group keeps its hits only if every head of it
+  // hits, before and after the acceptance gate. A group streams its KV from the smallest start
+  // of its heads, so one miss makes it read everything: a hit beside a miss saves no KV read
+  // and only adds error (docs/design.md, "Group-coherent hits").
+  bool group_hits = false;
   double subtract_guard = 1e-4;  // subtract mode: entry is empty when 1 - t < guard (t -> 1)
   bool operator==(const MacParams&) const = default;
 };
@@ -174,6 +179,8 @@ struct mactune::FieldTable<mactune::MacParams> {
             .range(0, 1)
             .open_below()
             .open_above(),
+        field<&M::group_hits>("group_hits", "group_hits",
+                              "hits only in KV groups where every head hits"),
     };
     return t;
   }

@@ -255,6 +255,22 @@ class Session {
       }
       d.start = d.hit ? cache_end(d.p, mac_.band) : 0;
     }
+    if (mac_.group_hits) demote_partial_groups(dec);
+  }
+
+  // group_hits: in a KV group where some eligible head misses, every head misses (a plain miss,
+  // not a gate rejection): the group reads all of its KV anyway.
+  void demote_partial_groups(HeadDecision* dec) const {
+    const int G = shape_.group_size();
+    for (int g = 0; g < shape_.kv_heads; ++g) {
+      bool all = true;
+      for (int j = 0; j < G; ++j) all = all && (!dec[g * G + j].eligible || dec[g * G + j].hit);
+      if (all) continue;
+      for (int j = 0; j < G; ++j) {
+        HeadDecision& d = dec[g * G + j];
+        if (d.hit) d.hit = false, d.p = -1, d.start = 0;
+      }
+    }
   }
 
   bool entry_valid(const Request& r, int h, int p) const {
@@ -279,6 +295,17 @@ class Session {
       apply_rope(qh, q_rot[h].data(), D, ang);
     }
     decide(r, m, b, n, kv_before, q_ring, dec);
+    if (mac_enabled_ && mac_.accept_eps < 1.0) {
+      for (int h = 0; h < Hq; ++h) {  // acceptance gate on the reused mass
+        HeadDecision& d = dec[h];
+        if (!d.hit) continue;
+        const State fresh =
+            attend(q_rot[h].data(), r.kv[std::size_t(h / G)], D, d.start, kv_len, scale);
+        const double alpha = 1.0 / (1.0 + std::exp(fresh.lse - ring_entry(r, h, d.p).summary.lse));
+        if (!(alpha < mac_.accept_eps)) d = HeadDecision{true, false, true, -1, d.d2, 0};
+      }
+      if (mac_.group_hits) demote_partial_groups(dec);
+    }
     std::vector<State> entries(static_cast<std::size_t>(Hq), State(D));
     for (int h = 0; h < Hq; ++h) {
       HeadDecision& d = dec[h];
@@ -288,13 +315,7 @@ class Session {
       if (!mac_enabled_) {
         result = attend(qh, kv, D, 0, kv_len, scale);
       } else {
-        const State prefix = d.hit ? ring_entry(r, h, d.p).summary : State(D);
-        if (d.hit && mac_.accept_eps < 1.0) {  // acceptance gate on the reused mass
-          const State fresh = attend(qh, kv, D, d.start, kv_len, scale);
-          const double alpha = 1.0 / (1.0 + std::exp(fresh.lse - prefix.lse));
-          if (!(alpha < mac_.accept_eps)) d = HeadDecision{true, false, true, -1, d.d2, 0};
-        }
-        const State& reused = d.hit ? prefix : State(D);
+        const State& reused = d.hit ? ring_entry(r, h, d.p).summary : State(D);
         if (mac_.rectify == Rectify::forward) {
           entries[h] = merge(reused, attend(qh, kv, D, d.start, ce, scale));
           result = merge(entries[h], attend(qh, kv, D, ce, kv_len, scale));

@@ -101,6 +101,7 @@ struct Session::Impl {
   void attend();
   void attend_item(int i);  // one work item into its partial state
   void gate(std::span<const int> requests);
+  void demote_partial_groups(int n);  // group_hits: misses for every head of a partial group
   void merge(std::span<const int> requests, float* out);
   void ring_write(std::span<const int> requests);
 };

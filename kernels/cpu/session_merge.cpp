@@ -1,6 +1,7 @@
 // cpu::Session: the phases after attention: the acceptance gate, the per-head merge in plan
 // order (ring summary, items below cache_end = the new entry, the tail = the output), and the
 // ring write.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -31,9 +32,11 @@ void Session::Impl::gate(std::span<const int> requests) {
   };
   std::vector<Task> tasks;
   std::vector<int> first_task;  // [rejected + 1]
+  // 1 where the gate rejects the hit, 2 where group_hits demotes it beside a rejection.
+  std::vector<char> drop(sz(n) * sz(Hq), 0);
   for (int b = 0; b < n; ++b)
     for (int h = 0; h < Hq; ++h) {
-      HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
+      const HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
       if (!d.hit) continue;
       const int g = h / G, j = h % G;
       const GroupItems& mp = merge_plan[sz(b) * sz(Hkv) + sz(g)];
@@ -47,9 +50,23 @@ void Session::Impl::gate(std::span<const int> requests) {
       const Ring& ring = request(ids[sz(b)]).ring;
       const double reused = ring.lse[ring.index(h, ring_slot(d.p, ring.capacity))];
       const double alpha = 1.0 / (1.0 + std::exp(fresh - reused));
-      if (alpha < mac.accept_eps) continue;
+      if (!(alpha < mac.accept_eps)) drop[sz(b) * sz(Hq) + sz(h)] = 1;
+    }
+  if (mac.group_hits)
+    for (int b = 0; b < n; ++b)
+      for (int g = 0; g < Hkv; ++g) {
+        char* grp = &drop[sz(b) * sz(Hq) + sz(g) * sz(G)];
+        if (std::find(grp, grp + G, 1) == grp + G) continue;
+        for (int j = 0; j < G; ++j)
+          if (grp[j] == 0 && result.decisions[sz(b) * sz(Hq) + sz(g * G + j)].hit) grp[j] = 2;
+      }
+  for (int b = 0; b < n; ++b)
+    for (int h = 0; h < Hq; ++h) {
+      HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
+      const char why = drop[sz(b) * sz(Hq) + sz(h)];
+      if (why == 0) continue;
       const int old_start = d.start;
-      d = HeadDecision{true, false, true, -1, d.d2, 0};
+      d = HeadDecision{true, false, why == 1, -1, d.d2, 0};
       starts[sz(b) * sz(Hq) + sz(h)] = 0;
       gate_slot[sz(b) * sz(Hq) + sz(h)] = static_cast<int>(first_task.size());
       first_task.push_back(static_cast<int>(tasks.size()));

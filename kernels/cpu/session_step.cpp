@@ -134,6 +134,24 @@ void Session::Impl::match(std::span<const int> requests) {
     decide_head(request(requests[sz(b)]), b, n, h, worker);
   });
   for (long long& r : rows_read) result.stats.match_rows_read += std::exchange(r, 0);
+  if (mac.group_hits) demote_partial_groups(n);
+}
+
+// As ref::Session::demote_partial_groups, before the plan: a demoted head starts at 0, so the
+// group's span covers its whole prefix.
+void Session::Impl::demote_partial_groups(int n) {
+  for (int b = 0; b < n; ++b)
+    for (int g = 0; g < Hkv; ++g) {
+      HeadDecision* dec = &result.decisions[sz(b) * sz(Hq) + sz(g) * sz(G)];
+      bool all = true;
+      for (int j = 0; j < G; ++j) all = all && (!dec[j].eligible || dec[j].hit);
+      if (all) continue;
+      for (int j = 0; j < G; ++j)
+        if (dec[j].hit) {
+          dec[j].hit = false, dec[j].p = -1, dec[j].start = 0;
+          starts[sz(b) * sz(Hq) + sz(g) * sz(G) + sz(j)] = 0;
+        }
+    }
 }
 
 // The decision of head h of batch row b (of n): the match over the ring, then the forced

@@ -39,6 +39,31 @@ TEST(MacCpuFeatures, AcceptanceGateRejectsLikeTheReference) {
   EXPECT_GT(s.hits, 0);
 }
 
+TEST(MacCpuFeatures, GroupHitsLikeTheReferenceLeaveNoMixedGroup) {
+  SessionOptions o = small();
+  RunPlan plan;
+  plan.steps = 90;
+  const RunSummary plain = run_against_reference(o, plan);
+  o.mac.group_hits = true;
+  const RunSummary s = run_against_reference(o, plan);
+  EXPECT_GT(plain.mixed_groups, 20);  // the streams make partial groups...
+  EXPECT_EQ(s.mixed_groups, 0);       // ...which group_hits turns into misses
+  EXPECT_GT(s.hits, 20);
+  EXPECT_LT(s.hits, plain.hits);
+}
+
+TEST(MacCpuFeatures, GroupHitsAfterTheGateLikeTheReference) {
+  SessionOptions o = small();
+  o.mac.group_hits = true;
+  o.mac.accept_eps = 0.9;  // rejects some hits of all-hit groups: their partners follow
+  RunPlan plan;
+  plan.steps = 90;
+  const RunSummary s = run_against_reference(o, plan);
+  EXPECT_EQ(s.mixed_groups, 0);
+  EXPECT_GT(s.gate_rejections, 0);
+  EXPECT_GT(s.hits, 0);
+}
+
 TEST(MacCpuFeatures, SubtractModeCountsGuardFiresLikeTheReference) {
   SessionOptions o = small(DType::f32);
   o.mac.rectify = Rectify::subtract;

@@ -1,6 +1,7 @@
 // The fp64 reference session against independent computations of DESIGN.md section 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -449,6 +450,54 @@ TEST(Reference, AcceptanceGateSendsHeavyPrefixesBackToFullAttention) {
               int(res.decisions[0].gate_rejected) + int(res.decisions[1].gate_rejected));
   }
   EXPECT_GT(rejected, 20);
+}
+
+// group_hits: a group where one head misses (or is rejected by the gate) misses in every head;
+// the demoted heads give exactly full attention; groups where every head hits keep their hits.
+TEST(Reference, GroupHitsDemotePartialGroupsToFullAttention) {
+  const Problem p = shape(4, 2, 16);
+  for (double eps : {1.0, 0.6}) {  // 0.6: rejects about a third of the hits
+    SCOPED_TRACE("accept_eps " + std::to_string(eps));
+    MacParams mp = params(64, 2, 0.5);
+    mp.accept_eps = eps;
+    Session plain(p, mp);
+    mp.group_hits = true;
+    Session grouped(p, mp);
+    Stream in(p, 7);
+    for (int t = 30; t < 70; ++t) in.repeat[t] = t - 3;
+    in.grow(70);
+    for (int t = 30; t < 70; t += 2) {  // head 1 (group 0) fresh on even steps: partial groups
+      const std::vector<float> x = in.randn(16);
+      std::copy(x.begin(), x.end(), in.q[std::size_t(t)].begin() + 16);
+    }
+    const int a = plain.add_request(), b = grouped.add_request();
+    int mixed = 0, demoted = 0, hits = 0, rejected = 0;
+    for (int m = 0; m < 70; ++m) {
+      const auto ra = step(plain, a, in, m), rb = step(grouped, b, in, m);
+      mixed += ra.stats.groups_mixed;
+      rejected += rb.stats.gate_rejections;
+      EXPECT_EQ(rb.stats.groups_mixed, 0) << "step " << m;
+      for (int g = 0; g < 2; ++g) {
+        const HeadDecision &h0 = rb.decisions[std::size_t(2 * g)],
+                           &h1 = rb.decisions[std::size_t(2 * g + 1)];
+        EXPECT_EQ(h0.hit, h1.hit) << "step " << m << " group " << g;
+      }
+      for (int h = 0; h < 4; ++h) {
+        const HeadDecision& d = rb.decisions[std::size_t(h)];
+        hits += d.hit;
+        if (d.hit || !ra.decisions[std::size_t(h)].hit || d.gate_rejected) continue;
+        ++demoted;  // a hit without group_hits, a plain miss with it
+        EXPECT_LT(rel_err(&rb.out[std::size_t(h) * 16],
+                          full_attention(in, m, h, DType::f32, kDefaultRopeTheta)),
+                  1e-12)
+            << "step " << m << " head " << h;
+      }
+    }
+    EXPECT_GT(mixed, 10);
+    EXPECT_GT(demoted, 10);
+    EXPECT_GT(hits, 20);
+    if (eps < 1.0) EXPECT_GT(rejected, 10);
+  }
 }
 
 TEST(Reference, AuxiliaryMemoryMatchesThePapersTable7) {

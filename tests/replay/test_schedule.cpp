@@ -24,14 +24,14 @@ bool same(const MacParams& a, const MacParams& b) {
   return a.ring_capacity == b.ring_capacity && a.band == b.band && a.tau == b.tau &&
          a.pick == b.pick && a.min_context == b.min_context && a.summary_dtype == b.summary_dtype &&
          a.rectify == b.rectify && a.accept_eps == b.accept_eps &&
-         a.subtract_guard == b.subtract_guard;
+         a.subtract_guard == b.subtract_guard && a.group_hits == b.group_hits;
 }
 
 TEST(LayerSchedule, RoundTripEveryField) {
   LayerSchedule s;
   MacParams a;
   a.ring_capacity = 1024, a.band = 64, a.tau = 0.93, a.pick = PickRule::newest;
-  a.min_context = 0, a.summary_dtype = DType::bf16, a.accept_eps = 0.25;
+  a.min_context = 0, a.summary_dtype = DType::bf16, a.accept_eps = 0.25, a.group_hits = true;
   MacParams b;
   b.tau = 1.0, b.rectify = Rectify::subtract, b.subtract_guard = 1e-3;
   s.layers = {{0, a}, {7, b}};
@@ -71,6 +71,8 @@ Scalar other_value(const Field<MacParams>& f) {
       const double mid = lo + (hi - lo) * 0.3125;  // inside open ends too
       return mid != std::get<double>(d) ? mid : lo + (hi - lo) * 0.625;
     }
+    case FieldType::boolean:
+      return !std::get<bool>(d);
     case FieldType::choice:
       for (const std::string& c : f.choices)
         if (c != std::get<std::string>(d)) return c;
@@ -124,7 +126,7 @@ TEST(LayerSchedule, ErrorsNameTheLine) {
   expect_error(kHead + "layers:\n  - layer: 2\n    K: 512\n    tua: 0.5\n",
                {"s.yaml:6:",
                 "unknown key 'tua' in layer 2 (expected K, r, tau, summary_dtype, "
-                "pick, rectify, accept_eps, min_context, subtract_guard)"});
+                "pick, rectify, accept_eps, min_context, subtract_guard, group_hits)"});
   expect_error(kHead + "layers:\n  - layer: 2\n    K: many\n",
                {"s.yaml:5:", "K: expected a number, got 'many'"});
   expect_error(kHead + "layers:\n  - layer: 2\n    tau: -0.5\n",
