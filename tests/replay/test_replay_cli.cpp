@@ -209,6 +209,17 @@ TEST_F(ReplayCli, EveryMacSettingIsAFlagOfReplayAndCalibrate) {
     EXPECT_NE(replay_help.out.find("  " + flag + " "), std::string::npos) << flag;
     EXPECT_NE(calibrate_help.out.find(flag + " "), std::string::npos) << flag;
     // A value other than the default, inside the row's range.
+    // A boolean row is a switch (given: true, the default being false).
+    if (f.type == FieldType::boolean) {
+      ASSERT_EQ(f.text_of(MacParams{}), "false") << flag;
+      const CliRun r = mactune("replay --engine ref --trace '" + path("t.safetensors") + "' " +
+                               flag + " --json '" + path("one.json") + "'");
+      ASSERT_EQ(r.rc, 0) << flag << ": " << r.err;
+      const auto doc = nlohmann::json::parse(slurp(path("one.json")));
+      const auto& got = doc["layers"][0][std::string(f.name)];
+      EXPECT_TRUE(got.is_boolean() ? got.get<bool>() : got.get<std::string>() == "true") << flag;
+      continue;
+    }
     Scalar v;
     if (f.type == FieldType::integer)
       v = static_cast<std::int64_t>(f.bounds.lo) + 1;
