@@ -4,9 +4,10 @@
 # only the kernel translation units that include the mutated file recompile), keeps one binary
 # per mutant, then runs each mutant's own short tests (the list's fifth column, fail-fast), two
 # at a time, and names the check that caught it. Exit status 0 only when the unmutated binary
-# passes every listed test and every mutant fails its tests. scripts/test.sh (CI) runs it.
-#   scripts/mutate.sh [--list | --ci | ID...]   (default: every mutation; --ci: the list's `ci:`
-#                                                subset, what scripts/test.sh runs)
+# passes every listed test and every mutant fails its tests. scripts/test.sh (CI) runs the
+# whole list.
+#   scripts/mutate.sh [--list | --ci | ID...]   (default: every mutation, what scripts/test.sh
+#                                                runs; --ci: the list's `ci:` subset, quicker)
 #   MACTUNE_MUTATE_JOBS=N: test runs at once (default 2); MACTUNE_MUTATE_TIMEOUT: seconds a run
 # Output: one table row per mutation (also build/mutate/mutation-report.md), and the times of
 # the build and run phases.
@@ -25,7 +26,7 @@ if [[ ${1:-} == --list ]]; then
   for r in "${rows[@]}"; do echo "${r%% |*}"; done
   exit 0
 fi
-if [[ ${1:-} == --ci ]]; then  # the subset CI runs: the list's `ci:` lines
+if [[ ${1:-} == --ci ]]; then  # a quicker subset: the list's `ci:` lines
   read -r -a want <<<"$(grep '^ci:' "$list" | cut -d: -f2- | tr '\n' ' ')"
   ((${#want[@]} >= 12)) || { echo "mutate.sh: the ci: subset of $list names fewer than 12"; exit 1; }
 else
