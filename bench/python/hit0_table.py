@@ -58,7 +58,7 @@ def main():
             for b in data["benchmarks"]:
                 if b.get("run_type") != "iteration":
                     continue
-                key = point(b["name"].split("/repeats")[0])
+                key = point(b["name"])
                 times.setdefault(key, []).append(b["real_time"])
                 if "match_rows_read" in b:
                     reads[key] = b["match_rows_read"]

@@ -208,33 +208,30 @@ TEST_F(ReplayCli, EveryMacSettingIsAFlagOfReplayAndCalibrate) {
     std::replace(flag.begin(), flag.end(), '_', '-');
     EXPECT_NE(replay_help.out.find("  " + flag + " "), std::string::npos) << flag;
     EXPECT_NE(calibrate_help.out.find(flag + " "), std::string::npos) << flag;
-    // A value other than the default, inside the row's range.
-    // A boolean row is a switch (given: true, the default being false).
+    // A value other than the default, inside the row's range; a boolean row is a switch
+    // (given: true, its default being false).
+    Scalar v;
     if (f.type == FieldType::boolean) {
       ASSERT_EQ(f.text_of(MacParams{}), "false") << flag;
-      const CliRun r = mactune("replay --engine ref --trace '" + path("t.safetensors") + "' " +
-                               flag + " --json '" + path("one.json") + "'");
-      ASSERT_EQ(r.rc, 0) << flag << ": " << r.err;
-      const auto doc = nlohmann::json::parse(slurp(path("one.json")));
-      const auto& got = doc["layers"][0][std::string(f.name)];
-      EXPECT_TRUE(got.is_boolean() ? got.get<bool>() : got.get<std::string>() == "true") << flag;
-      continue;
-    }
-    Scalar v;
-    if (f.type == FieldType::integer)
+      v = true;
+    } else if (f.type == FieldType::integer) {
       v = static_cast<std::int64_t>(f.bounds.lo) + 1;
-    else if (f.type == FieldType::real)
+    } else if (f.type == FieldType::real) {
       v = f.bounds.lo + (std::min(f.bounds.hi, f.bounds.lo + 1) - f.bounds.lo) * 0.3125;
-    else
+    } else {
       for (const std::string& c : f.choices)
         if (c != f.text_of(MacParams{})) v = c;
+    }
     const std::string text = f.text(v);
-    const CliRun r = mactune("replay --engine ref --trace '" + path("t.safetensors") + "' " + flag +
-                             " " + text + " --json '" + path("one.json") + "'");
-    ASSERT_EQ(r.rc, 0) << flag << " " << text << ": " << r.err;
+    const std::string given = f.type == FieldType::boolean ? flag : flag + " " + text;
+    const CliRun r = mactune("replay --engine ref --trace '" + path("t.safetensors") + "' " +
+                             given + " --json '" + path("one.json") + "'");
+    ASSERT_EQ(r.rc, 0) << given << ": " << r.err;
     const auto doc = nlohmann::json::parse(slurp(path("one.json")));
     const auto& got = doc["layers"][0][std::string(f.name)];
-    if (f.type == FieldType::integer)
+    if (f.type == FieldType::boolean)
+      EXPECT_EQ(got.get<bool>(), std::get<bool>(v)) << flag;
+    else if (f.type == FieldType::integer)
       EXPECT_EQ(got.get<std::int64_t>(), std::get<std::int64_t>(v)) << flag;
     else if (f.type == FieldType::real)
       EXPECT_EQ(got.get<double>(), std::get<double>(v)) << flag;
