@@ -32,12 +32,14 @@ void Session::Impl::gate(std::span<const int> requests) {
   };
   std::vector<Task> tasks;
   std::vector<int> first_task;  // [rejected + 1]
-  // 1 where the gate rejects the hit, 2 where group_hits demotes it beside a rejection.
-  std::vector<char> drop(sz(n) * sz(Hq), 0);
+  // The start of every hit before the gate (-1: not a hit): the prefix a head that stops being
+  // a hit must now attend.
+  std::vector<int> hit_start(sz(n) * sz(Hq), -1);
   for (int b = 0; b < n; ++b)
     for (int h = 0; h < Hq; ++h) {
-      const HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
+      HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
       if (!d.hit) continue;
+      hit_start[sz(b) * sz(Hq) + sz(h)] = d.start;
       const int g = h / G, j = h % G;
       const GroupItems& mp = merge_plan[sz(b) * sz(Hkv) + sz(g)];
       double fresh = kNegInf;  // lse of [cache_end(p), kv_len): all of the head's items
@@ -50,24 +52,16 @@ void Session::Impl::gate(std::span<const int> requests) {
       const Ring& ring = request(ids[sz(b)]).ring;
       const double reused = ring.lse[ring.index(h, ring_slot(d.p, ring.capacity))];
       const double alpha = 1.0 / (1.0 + std::exp(fresh - reused));
-      if (!(alpha < mac.accept_eps)) drop[sz(b) * sz(Hq) + sz(h)] = 1;
+      if (alpha < mac.accept_eps) continue;
+      d = HeadDecision{true, false, true, -1, d.d2, 0};
+      starts[sz(b) * sz(Hq) + sz(h)] = 0;
     }
-  if (mac.group_hits)
-    for (int b = 0; b < n; ++b)
-      for (int g = 0; g < Hkv; ++g) {
-        char* grp = &drop[sz(b) * sz(Hq) + sz(g) * sz(G)];
-        if (std::find(grp, grp + G, 1) == grp + G) continue;
-        for (int j = 0; j < G; ++j)
-          if (grp[j] == 0 && result.decisions[sz(b) * sz(Hq) + sz(g * G + j)].hit) grp[j] = 2;
-      }
+  // group_hits: a rejection makes its group partial, and the group's other hits misses too.
+  if (mac.group_hits) demote_partial_groups(n);
   for (int b = 0; b < n; ++b)
     for (int h = 0; h < Hq; ++h) {
-      HeadDecision& d = result.decisions[sz(b) * sz(Hq) + sz(h)];
-      const char why = drop[sz(b) * sz(Hq) + sz(h)];
-      if (why == 0) continue;
-      const int old_start = d.start;
-      d = HeadDecision{true, false, why == 1, -1, d.d2, 0};
-      starts[sz(b) * sz(Hq) + sz(h)] = 0;
+      const int old_start = hit_start[sz(b) * sz(Hq) + sz(h)];
+      if (old_start < 0 || result.decisions[sz(b) * sz(Hq) + sz(h)].hit) continue;
       gate_slot[sz(b) * sz(Hq) + sz(h)] = static_cast<int>(first_task.size());
       first_task.push_back(static_cast<int>(tasks.size()));
       for (int lo = 0; lo < old_start; lo += chunk)

@@ -137,8 +137,8 @@ void Session::Impl::match(std::span<const int> requests) {
   if (mac.group_hits) demote_partial_groups(n);
 }
 
-// As ref::Session::demote_partial_groups, before the plan: a demoted head starts at 0, so the
-// group's span covers its whole prefix.
+// As ref::Session::demote_partial_groups: after the match, before the plan (a demoted head
+// starts at 0, so the group's span covers its whole prefix), and after the gate's rejections.
 void Session::Impl::demote_partial_groups(int n) {
   for (int b = 0; b < n; ++b)
     for (int g = 0; g < Hkv; ++g) {
