@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,14 +63,16 @@ inline bool cpu_has(Isa isa) {
 #endif
 }
 
-// The widest path MACTUNE_CPU_ISA admits (avx512, the widest there is, when it is unset).
+// The widest path MACTUNE_CPU_ISA admits (the widest there is when it is unset or auto).
 inline Isa isa_cap() {
   const char* env = std::getenv("MACTUNE_CPU_ISA");
   const std::string_view v = env ? env : "";
-  if (v.empty() || v == "auto") return Isa::avx512;
+  if (v.empty() || v == "auto") return std::end(kAllIsas)[-1];
   for (const Isa i : kAllIsas)
     if (v == isa_name(i)) return i;
-  input_error("MACTUNE_CPU_ISA = '", v, "' is unknown (expected auto, avx512, avx2 or generic)");
+  std::string expected = "auto";
+  for (const Isa i : kAllIsas) expected += ", " + std::string(isa_name(i));
+  input_error("MACTUNE_CPU_ISA = '", v, "' is unknown (expected ", expected, ")");
 }
 
 // Whether this process may run the path: the CPU has it and MACTUNE_CPU_ISA does not cap it.
@@ -79,8 +82,8 @@ inline bool isa_supported(Isa isa) {
 
 // The widest path this process runs.
 inline Isa best_isa() {
-  if (isa_supported(Isa::avx512)) return Isa::avx512;
-  if (isa_supported(Isa::avx2)) return Isa::avx2;
+  for (auto i = std::rbegin(kAllIsas); i != std::rend(kAllIsas); ++i)
+    if (isa_supported(*i)) return *i;
   return Isa::generic;
 }
 
