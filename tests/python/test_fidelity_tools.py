@@ -210,3 +210,17 @@ def test_frontier_report(tmp_path):
     ET.fromstring((tmp_path / "frontier.svg").read_text())  # well-formed
     with pytest.raises(SystemExit, match="no rows"):
         frontier.main(["report", "--out", str(tmp_path / "empty")])
+
+
+def test_frontier_group_hits_points():
+    # group_hits is in a point only when set, so rows measured before the rule keep their keys
+    # (a resumed sweep does not measure them again), and it reaches the engine's MacParams.
+    plain, grouped = frontier._mac(tau=0.7), frontier._mac(tau=0.7, group=True)
+    assert "group_hits" not in plain
+    assert frontier.mac_params(grouped).group_hits is True
+    assert frontier.mac_params(plain).group_hits is False
+    assert all(p.get("group_hits") for p in frontier.PLANS["full"]["group hits"])
+    row = {"text": "prose", "tokens": 4096, "setting": "every", "rule": "group hits",
+           "point": grouped, "schedule": ""}
+    assert frontier._label(row) == "K 512, r 256, tau 0.7, group_hits"
+    assert frontier._key(row) != frontier._key(dict(row, point=plain))
