@@ -258,18 +258,14 @@ class Session {
     if (mac_.group_hits) demote_partial_groups(dec);
   }
 
-  // group_hits: in a KV group where some eligible head misses, every head misses (a plain miss,
-  // not a gate rejection): the group reads all of its KV anyway.
+  // group_hits (kernels/stats.h group_keeps_hits): a partial group's hits become plain misses.
   void demote_partial_groups(HeadDecision* dec) const {
     const int G = shape_.group_size();
     for (int g = 0; g < shape_.kv_heads; ++g) {
-      bool all = true;
-      for (int j = 0; j < G; ++j) all = all && (!dec[g * G + j].eligible || dec[g * G + j].hit);
-      if (all) continue;
-      for (int j = 0; j < G; ++j) {
-        HeadDecision& d = dec[g * G + j];
-        if (d.hit) d.hit = false, d.p = -1, d.start = 0;
-      }
+      const std::span<HeadDecision> group(dec + g * G, static_cast<std::size_t>(G));
+      if (group_keeps_hits(group)) continue;
+      for (HeadDecision& d : group)
+        if (d.hit) demote_to_miss(d);
     }
   }
 

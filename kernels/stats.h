@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,19 @@ struct HeadDecision {
   float d2 = 0.0f;             // squared distance of the best candidate (eligible heads)
   int start = 0;               // cache_end(p) on a hit, 0 on a miss
 };
+
+// MacParams::group_hits: a KV group (its G heads' decisions) keeps its hits only if every
+// eligible head of it hits; otherwise each hit becomes a plain miss (demote_to_miss), not a
+// gate rejection: the group reads all of its KV anyway. The one rule of the fp64 reference and
+// the CPU engine.
+inline bool group_keeps_hits(std::span<const HeadDecision> group) {
+  for (const HeadDecision& d : group)
+    if (d.eligible && !d.hit) return false;
+  return true;
+}
+inline void demote_to_miss(HeadDecision& d) {
+  d.hit = false, d.p = -1, d.start = 0;
+}
 
 enum class GroupMode : std::uint8_t { all_hit, mixed, all_miss };
 

@@ -137,18 +137,17 @@ void Session::Impl::match(std::span<const int> requests) {
   if (mac.group_hits) demote_partial_groups(n);
 }
 
-// As ref::Session::demote_partial_groups: after the match, before the plan (a demoted head
-// starts at 0, so the group's span covers its whole prefix), and after the gate's rejections.
+// group_hits, the rule of kernels/stats.h (as ref::Session::demote_partial_groups): after the
+// match, before the plan (a demoted head starts at 0, so the group's span covers its whole prefix),
+// and after the gate's rejections.
 void Session::Impl::demote_partial_groups(int n) {
   for (int b = 0; b < n; ++b)
     for (int g = 0; g < Hkv; ++g) {
       HeadDecision* dec = &result.decisions[sz(b) * sz(Hq) + sz(g) * sz(G)];
-      bool all = true;
-      for (int j = 0; j < G; ++j) all = all && (!dec[j].eligible || dec[j].hit);
-      if (all) continue;
+      if (group_keeps_hits({dec, sz(G)})) continue;
       for (int j = 0; j < G; ++j)
         if (dec[j].hit) {
-          dec[j].hit = false, dec[j].p = -1, dec[j].start = 0;
+          demote_to_miss(dec[j]);
           starts[sz(b) * sz(Hq) + sz(g) * sz(G) + sz(j)] = 0;
         }
     }
