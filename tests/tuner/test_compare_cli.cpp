@@ -1,7 +1,7 @@
 // `mactune compare` through the real binary, on databases the real `mactune tune` wrote: a
-// database against itself, against a run in which one kernel was deliberately slowed
-// (MACTUNE_TEST_SLOWDOWN, the CPU backend's test-only switch), two devices, one-sided points,
-// the report file and bad input.
+// database against itself, against a run in which one kernel was deliberately slowed (the
+// tuner run in process over the slowed-backend test double, slow_backend.h), two devices,
+// one-sided points, the report file and bad input.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +10,7 @@
 
 #include "cli_util.h"
 #include "db/store.h"
+#include "slow_backend.h"
 
 namespace mactune::tuner {
 namespace {
@@ -23,12 +24,18 @@ std::string spec(const std::string& name) {
   return tiny_spec(name, "[1, 2]", "[512]", "[0, 1]", "[64, 128]", 9);
 }
 
-void tune(const TempDir& dir, const std::string& name, const char* slowdown = nullptr) {
+void tune(const TempDir& dir, const std::string& name) {
   dir.write(name + ".yaml", spec(name));
-  if (slowdown) setenv("MACTUNE_TEST_SLOWDOWN", slowdown, 1);
   const auto r = run_mactune(dir, {"tune", name + ".yaml", "--no-report"});
-  unsetenv("MACTUNE_TEST_SLOWDOWN");
   ASSERT_EQ(r.rc, 0) << r.err;
+}
+
+// The same spec with the MAC side at chunk_tokens=128 taking 12x as long; nothing else changes.
+void tune_slowed(const TempDir& dir, const std::string& name) {
+  dir.write(name + ".yaml", spec(name));
+  const auto t = testing::tune_slowed(dir.path(), name, {true, {{"chunk_tokens", "128"}}, 12});
+  EXPECT_EQ(t.result.points, 8u);
+  EXPECT_EQ(t.slowed, 4) << "one MAC case per point at chunk_tokens=128";
 }
 
 // The table rows of a report: (point text, verdict).
@@ -64,8 +71,7 @@ TEST(CompareCli, ADatabaseAgainstItselfIsAllSameExit0) {
 TEST(CompareCli, OneSlowedKernelIsSlowerExactlyThereExit1) {
   TempDir dir;
   tune(dir, "base");
-  // The MAC side at chunk_tokens=128 takes 12x as long in this run; nothing else changes.
-  tune(dir, "slow", "mac:chunk_tokens=128:12");
+  tune_slowed(dir, "slow");
   // A wide threshold: steps of microseconds, measured a second apart while ctest runs another
   // test on the other core, drift by tens of percent (with a 4x slowdown and a threshold of
   // 0.6 this test failed once in a full `ctest -j2`); the slowed kernel moves by 1100%, the
@@ -105,7 +111,7 @@ void copy_as_other_device(const TempDir& dir, const std::string& from, const std
 TEST(CompareCli, TwoDevicesCompareMacOverFullRatios) {
   TempDir dir;
   tune(dir, "base");
-  tune(dir, "slow", "mac:chunk_tokens=128:12");  // as above
+  tune_slowed(dir, "slow");  // as above
   copy_as_other_device(dir, "base.db", "other.db");
   copy_as_other_device(dir, "slow.db", "other-slow.db");
   auto r = run_mactune(dir, {"compare", "base.db", "other.db"});

@@ -9,6 +9,7 @@
 
 #include "cli_util.h"
 #include "db/store.h"
+#include "slow_backend.h"
 
 namespace mactune::tuner {
 namespace {
@@ -32,15 +33,14 @@ std::int64_t scalar(const std::string& db, const std::string& sql) {
 TEST(SearchCli, HalvingStoresEveryPointMarksDroppedOnesPartialAndNeverPicksThem) {
   TempDir dir;
   dir.write("h.yaml", halving_spec("h"));
-  // The MAC side at chunk_tokens=32 is 5x slower: halving must drop it in round 0 everywhere.
-  setenv("MACTUNE_TEST_SLOWDOWN", "mac:chunk_tokens=32:5", 1);
-  auto r = run_mactune(dir, {"tune", "h.yaml", "--no-report"});
-  unsetenv("MACTUNE_TEST_SLOWDOWN");
-  ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("tuned 16 points"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("search: halving"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("halving round 0 (2 samples): MAC configs 4 -> 2"), std::string::npos)
-      << r.err;
+  // The MAC side at chunk_tokens=32 is 5x slower (the tuner in process over the slowed-backend
+  // double): halving must drop it in round 0 everywhere.
+  const auto t = testing::tune_slowed(dir.path(), "h", {true, {{"chunk_tokens", "32"}}, 5});
+  EXPECT_EQ(t.result.points, 16u);
+  EXPECT_EQ(t.result.search, "halving");
+  EXPECT_GT(t.slowed, 0);
+  EXPECT_NE(t.progress.find("halving round 0 (2 samples): MAC configs 4 -> 2"), std::string::npos)
+      << t.progress;
   const std::string db = dir.file("h.db");
   EXPECT_EQ(scalar(db, "SELECT COUNT(*) FROM measurements"), 32);
   // Dropped configs: partial, with the brief rounds' samples; survivors complete.
@@ -70,8 +70,8 @@ TEST(SearchCli, HalvingStoresEveryPointMarksDroppedOnesPartialAndNeverPicksThem)
   }
   EXPECT_EQ(buckets, 2);
 
-  // The same spec again: everything is stored.
-  r = run_mactune(dir, {"tune", "h.yaml", "--no-report"});
+  // The same spec again, through the binary: everything is stored.
+  auto r = run_mactune(dir, {"tune", "h.yaml", "--no-report"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("0 measured, 16 already stored"), std::string::npos) << r.out;
 

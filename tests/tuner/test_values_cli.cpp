@@ -136,19 +136,6 @@ TEST(TuneValues, WarmupStopsAtTheTimeCap) {
   EXPECT_LT(s, 60);
 }
 
-TEST(TuneValues, TestSlowdownIsReadStrictly) {
-  TempDir dir;
-  dir.write("t.yaml", tiny_spec("t"));
-  for (const char* bad : {"mac:", "mac:chunk_tokens=64:0.5", "mac:bogus=1", "both:chunk_tokens=64",
-                          "mac:chunk_tokens=abc", "mac:chunk_tokens=64:"}) {
-    SCOPED_TRACE(bad);
-    setenv("MACTUNE_TEST_SLOWDOWN", bad, 1);
-    const auto r = run_mactune(dir, {"tune", "t.yaml", "-q", "--no-report"});
-    unsetenv("MACTUNE_TEST_SLOWDOWN");
-    expect_refused(r, {"MACTUNE_TEST_SLOWDOWN"});
-  }
-}
-
 // ---- Every command's flags (cli/options.cpp).
 
 TEST(FlagValues, EmptyNumberIsRefusedAsEmpty) {

@@ -66,75 +66,11 @@ double session_bytes(const TunePoint& p, bool mac) {
   return mactune::session_bytes(p.shape, p.context, mac ? &p.mac : nullptr);
 }
 
-// FOR TESTS ONLY: MACTUNE_TEST_SLOWDOWN="SIDE:KEY=VALUE[,KEY=VALUE...][:FACTOR]" makes every
-// sample of the points whose side ("mac" or "full") and launch params match last FACTOR times
-// (default 2) as long, by spinning after the step inside the timed region: a build with one
-// kernel deliberately slowed, for `mactune compare`'s tests (docs/compare.md). Unset in real use.
-// Read strictly, when the backend starts: at least one KEY=VALUE, each KEY a launch parameter
-// of the CPU engine with a value it accepts, FACTOR a number in [1, 1000] ('mac:' would
-// otherwise match, and slow, every MAC sample).
-struct Slowdown {
-  bool mac = true;
-  std::vector<std::string> match;  // ",key=canonical value," pieces of launch_text()
-  double factor = 1.0;             // 1: off
-};
-
-Slowdown parse_slowdown() {
-  const char* env = std::getenv("MACTUNE_TEST_SLOWDOWN");
-  Slowdown out;
-  if (!env || !*env) return out;
-  const std::string v = env;
-  const auto bad = [&](const std::string& why) {
-    input_error("MACTUNE_TEST_SLOWDOWN='", v, "': ", why,
-                " (expected SIDE:KEY=VALUE[,KEY=VALUE...][:FACTOR], e.g. mac:chunk_tokens=128:4)");
-  };
-  const auto c1 = v.find(':');
-  if (c1 == std::string::npos) bad("no ':' after SIDE");
-  const auto c2 = v.find(':', c1 + 1);
-  const std::string side = v.substr(0, c1);
-  const std::string want = v.substr(c1 + 1, c2 == std::string::npos ? c2 : c2 - c1 - 1);
-  if (side != "mac" && side != "full") bad("SIDE must be mac or full");
-  out.mac = side == "mac";
-  if (want.empty()) bad("no KEY=VALUE: it would slow every " + side + " sample");
-  std::istringstream in(want);
-  for (std::string kv; std::getline(in, kv, ',');) {
-    const auto eq = kv.find('=');
-    if (kv.empty() || eq == std::string::npos) bad("'" + kv + "' is not KEY=VALUE");
-    const std::string key = kv.substr(0, eq);
-    const Field<cpu::EngineConfig>* f = find_field<cpu::EngineConfig>(key);
-    if (!f || f->role != FieldRole::param)
-      bad("'" + key + "' is not a launch parameter of the CPU engine");
-    try {
-      out.match.push_back("," + key + "=" + f->text(f->parse(kv.substr(eq + 1))) + ",");
-    } catch (const InputError& e) {
-      bad(key + ": " + e.what());
-    }
-  }
-  if (!want.empty() && want.back() == ',') bad("an empty KEY=VALUE");
-  out.factor = 2.0;
-  if (c2 != std::string::npos) {
-    const std::optional<double> f = parse_real(v.substr(c2 + 1));
-    if (!f || *f < 1 || *f > 1000) bad("FACTOR must be a number in [1, 1000]");
-    out.factor = *f;
-  }
-  return out;
-}
-
-double test_slowdown(const Slowdown& sd, const TunePoint& p, bool mac) {
-  if (sd.factor <= 1 || sd.mac != mac) return 1.0;
-  std::string have = ",";
-  have.append(p.launch_text()).push_back(',');
-  for (const std::string& kv : sd.match)
-    if (have.find(kv) == std::string::npos) return 1.0;
-  return sd.factor;
-}
-
 class CpuCase final : public Case {
  public:
-  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed, double slowdown)
+  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed)
       : session_(session_options(p, mac)),
-        in_(prefilled_step(session_, p.shape.batch, p.context, seed)),
-        slowdown_(slowdown) {}
+        in_(prefilled_step(session_, p.shape.batch, p.context, seed)) {}
 
   std::string instance() const override { return session_.instance_name(); }
   void run() override {
@@ -147,13 +83,7 @@ class CpuCase final : public Case {
     rusage before{}, after{};
     getrusage(RUSAGE_SELF, &before);
     timer_.start();
-    const auto t0 = std::chrono::steady_clock::now();
     const auto& r = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false);
-    if (slowdown_ > 1) {
-      const auto until = t0 + (std::chrono::steady_clock::now() - t0) * slowdown_;
-      while (std::chrono::steady_clock::now() < until) {
-      }
-    }
     const double s = timer_.stop();
     getrusage(RUSAGE_SELF, &after);
     disturbed_ = after.ru_nivcsw > before.ru_nivcsw;
@@ -169,16 +99,13 @@ class CpuCase final : public Case {
   SteadyTimer timer_;
   StepStats stats_;
   bool disturbed_ = false;
-  double slowdown_ = 1.0;  // MACTUNE_TEST_SLOWDOWN (tests only)
 };
 
 class CpuBackend final : public Backend {
  public:
   // A sweep builds and drops sessions of one shape by the dozen: their KV arenas are recycled
   // (up to a quarter of what the machine has free now) instead of faulted in afresh each time.
-  CpuBackend() : slowdown_(parse_slowdown()) {
-    cpu::set_arena_cache_bytes(static_cast<std::size_t>(available_host_bytes() / 4));
-  }
+  CpuBackend() { cpu::set_arena_cache_bytes(static_cast<std::size_t>(available_host_bytes() / 4)); }
   ~CpuBackend() override { cpu::set_arena_cache_bytes(0); }
 
   std::string name() const override { return "cpu"; }
@@ -222,7 +149,7 @@ class CpuBackend final : public Backend {
   double case_bytes(const TunePoint& p, bool mac) const override { return session_bytes(p, mac); }
   std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
     allocate_flush_buffer();
-    return std::make_unique<CpuCase>(p, mac, seed, test_slowdown(slowdown_, p, mac));
+    return std::make_unique<CpuCase>(p, mac, seed);
   }
 
   void flush_caches() override {
@@ -251,7 +178,6 @@ class CpuBackend final : public Backend {
     return c;
   }
 
-  Slowdown slowdown_;  // MACTUNE_TEST_SLOWDOWN (tests only)
   std::vector<unsigned char> flush_;
 };
 

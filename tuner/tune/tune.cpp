@@ -61,6 +61,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     if (!opt.backend.empty()) input_error("--backend ", requested, ": ", e.what());
     input_error(opt.spec_path, ':', backend_line, ": device.backend: ", e.what());
   }
+  if (opt.wrap_backend) backend = opt.wrap_backend(std::move(backend));
   Spec spec = parse_spec(text, opt.spec_path, backend->name());
   if (!opt.search.empty()) spec.search.strategy = parse_enum<SearchStrategy>(opt.search);
   const DeviceFingerprint here = backend->device();

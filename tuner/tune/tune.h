@@ -10,12 +10,15 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "tuner/decide/decide.h"
+#include "tuner/measure/measure.h"
 #include "tuner/measure/progress.h"
 
 namespace mactune::tuner {
@@ -31,6 +34,10 @@ struct TuneOptions {
   bool retry_failed = false;                 // measure again points stored as failed
   std::string search;                        // "" = the spec's search strategy
   std::string command;                       // the command line, stored with the run
+  // A decorator over the backend the spec names (null: none): what a program that embeds the
+  // tuner wraps around the device (its own timing, fault injection), and the seam the tests'
+  // slowed-kernel double uses (tests/tuner/slow_backend.h). The CLI sets none.
+  std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend{};
 };
 
 struct TuneResult {
