@@ -102,6 +102,7 @@ struct PlanParams {
   PickRule pick = PickRule::nearest;
   std::int32_t min_context = 0;
   ForcedHits forced;
+  bool group_hits = false;                // a group with an eligible miss misses in every head
   GroupSpan* spans = nullptr;             // [n, kv_heads]
   WorkItem* items = nullptr;              // [capacity]
   GroupItems* merge_plan = nullptr;       // [n, kv_heads]

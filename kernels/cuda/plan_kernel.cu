@@ -1,7 +1,8 @@
 // The device planner: one CTA of 1024 threads inside the step (and its graph) turns the heads'
 // decisions into group spans and plans them with the functions of kernels/plan.h, in parallel
 // where kernels/plan_serial.h loops, with the same integer results (tests/cuda checks it):
-//   1. decisions (MAC) and spans; the longest segment and the total cost (block reductions)
+//   1. decisions (MAC; with group_hits each group's demotion, by the thread that owns the
+//      group) and spans; the longest segment and the total cost (block reductions)
 //   2. uniform candidates: warp c searches candidate c's chunk and sums its estimate
 //   3. the balanced plan, written out: costs and item counts by block scans over the groups
 //   4. if the best uniform candidate's estimate beats the balanced makespan, the uniform plan
@@ -121,7 +122,8 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const __grid_constan
     const int row = gi / p.kv_heads, g = gi % p.kv_heads, m = p.rows[row].m;
     GroupSpan s{row, g, 0, m + 1, m + 1};  // full attention: one segment
     if (p.decisions != nullptr) {
-      const HeadDecision* d = p.decisions + static_cast<long long>(row) * p.q_heads + g * p.group;
+      HeadDecision* d = p.decisions + static_cast<long long>(row) * p.q_heads + g * p.group;
+      if (p.group_hits) detail::demote_partial_group(d, p.group);  // before the span reads starts
       int begin = m + 1;
       for (int j = 0; j < p.group; ++j) begin = min(begin, d[j].start);
       s.cache_end = cache_end(m, p.band);

@@ -88,9 +88,6 @@ Session::Impl::Impl(const SessionOptions& o) : opt(o) {
   MACTUNE_REQUIRE(!opt.mac_enabled || opt.mac.accept_eps >= 1.0,
                   "CUDA session: the acceptance gate (accept_eps = ", opt.mac.accept_eps,
                   " < 1) is not implemented on the GPU; use the CPU engine or accept_eps = 1");
-  MACTUNE_REQUIRE(!opt.mac_enabled || !opt.mac.group_hits,
-                  "CUDA session: group_hits is not implemented on the GPU; use the CPU engine or "
-                  "group_hits = false");
   MACTUNE_REQUIRE(opt.engine.device >= 0 && opt.engine.device < gpu.count, "CUDA device ",
                   opt.engine.device, " does not exist (", gpu.count, " devices)");
   MACTUNE_CUDA_CHECK(cudaSetDevice(opt.engine.device));

@@ -198,6 +198,7 @@ void Session::Impl::enqueue(int n, bool capturing) {
       p.pick = opt.mac.pick;
       p.min_context = opt.mac.min_context;
       p.forced = opt.forced;
+      p.group_hits = opt.mac.group_hits;
     }
     p.spans = spans.get<GroupSpan>();
     p.items = items.get<WorkItem>();

@@ -106,6 +106,9 @@ struct Outcome {
   RelErr store;  // the reference at the KV dtype vs the reference at f32: the dtype's own error
   RelErr ring;   // ring summaries vs the reference's
   long long hits = 0, eligible = 0, mixed_groups = 0;
+  // group_hits: groups that were mixed before the demotion (a reference without group_hits
+  // beside the others: the ring's q~ and validity do not depend on it, so it matches alike).
+  long long demoted_groups = 0;
 };
 
 inline bool same_decision(const HeadDecision& a, const HeadDecision& b) {
@@ -129,12 +132,18 @@ inline Outcome run_against_reference(const Case& c) {
   Problem f32 = c.shape;
   f32.kv_dtype = DType::f32;
   ref::Session ref32(f32, c.mac, kDefaultRopeTheta, c.mac_enabled);
+  MacParams ungrouped = c.mac;
+  ungrouped.group_hits = false;
+  const bool grouped = c.mac_enabled && c.mac.group_hits;
+  ref::Session before(c.shape, ungrouped, kDefaultRopeTheta, c.mac_enabled);
   ref.set_forced(c.forced);
   ref32.set_forced(c.forced);
+  before.set_forced(c.forced);
   for (int r = 0; r < c.requests; ++r) {
     EXPECT_EQ(gpu.add_request(), r);
     EXPECT_EQ(ref.add_request(), r);
     EXPECT_EQ(ref32.add_request(), r);
+    EXPECT_EQ(before.add_request(), r);
   }
   Inputs in(c.shape, c.mac.band, 0x5eed ^ std::hash<std::string>{}(c.name));
   const int Hq = c.shape.q_heads, D = c.shape.head_dim;
@@ -159,10 +168,13 @@ inline Outcome run_against_reference(const Case& c) {
     if (t < c.fast_forward) {
       ref.append(ids, k, v);
       ref32.append(ids, k, v);
+      if (grouped) before.append(ids, k, v);
       continue;
     }
     const ref::Session::Result want = ref.step(ids, q, k, v);
     const ref::Session::Result want32 = ref32.step(ids, q, k, v);
+    const ref::Session::Result ungrouped_want =
+        grouped ? before.step(ids, q, k, v) : ref::Session::Result{};
     if (t < c.fast_forward + c.mac.ring_capacity) continue;  // candidates the reference lacks
     for (std::size_t i = 0; i < got.size(); ++i)
       if (!std::isfinite(got[i])) {
@@ -195,6 +207,10 @@ inline Outcome run_against_reference(const Case& c) {
       EXPECT_EQ(g.groups[i].mode, want.groups[i].mode) << c.name << " step " << t;
       EXPECT_EQ(g.groups[i].begin, want.groups[i].begin) << c.name << " step " << t;
       out.mixed_groups += want.groups[i].mode == GroupMode::mixed;
+      if (grouped && ungrouped_want.groups[i].mode == GroupMode::mixed) {
+        ++out.demoted_groups;
+        EXPECT_EQ(want.groups[i].mode, GroupMode::all_miss) << c.name << " step " << t;
+      }
     }
     EXPECT_EQ(g.stats.kv_tokens_read, want.stats.kv_tokens_read) << c.name << " step " << t;
     EXPECT_EQ(g.stats.modeled_bytes(), want.stats.modeled_bytes()) << c.name << " step " << t;

@@ -1,8 +1,8 @@
 // The GPU planner's per-head decisions (kernels/cuda/detail/decide.h, host+device) against the
 // fp64 reference, on the host: ring state from a running ref::Session, the match kernel's
 // reduction emulated with its fp32 summation order, then decide_head. Covers eligibility,
-// every pick rule, ring validity, and forced hits per head and per group (the unit numbering
-// the CPU engines use).
+// every pick rule, ring validity, forced hits per head and per group (the unit numbering the
+// CPU engines use), and group_hits' demotion (demote_partial_group, as the plan kernel runs it).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,11 +57,13 @@ struct DecideSetup {
   PickRule pick;
   bool forced;
   Coherence coherence;
-  double skip_ratio = -1;  // >= 0: the skip-ratio quota (rows of different lengths)
+  double skip_ratio = -1;   // >= 0: the skip-ratio quota (rows of different lengths)
+  bool group_hits = false;  // then detail::demote_partial_group over each group
 };
 
 void PrintTo(const DecideSetup& s, std::ostream* os) {
-  *os << name_of(s.pick) << (s.forced ? " forced " : " ") << name_of(s.coherence);
+  *os << name_of(s.pick) << (s.forced ? " forced " : " ") << name_of(s.coherence)
+      << (s.group_hits ? " group_hits" : "");
 }
 
 class Decide : public ::testing::TestWithParam<DecideSetup> {};
@@ -79,6 +81,7 @@ TEST_P(Decide, EqualsReferenceDecisions) {
   mac.band = 6;
   mac.min_context = 10;
   mac.pick = su.pick;
+  mac.group_hits = su.group_hits;
   ForcedHits forced;
   forced.enabled = su.forced;
   forced.hit_rate = 0.5;
@@ -93,7 +96,7 @@ TEST_P(Decide, EqualsReferenceDecisions) {
   for (int r = 0; r < 3; ++r) ref.add_request();
   testing::Inputs in(shape, mac.band, 99);
   const int Hq = shape.q_heads, D = shape.head_dim, K = mac.ring_capacity;
-  long long hits = 0, forced_or_real = 0;
+  long long hits = 0, forced_or_real = 0, demoted = 0;
   for (int t = 0; t < 60; ++t) {
     std::vector<int> ids;
     std::vector<float> q, k, v;
@@ -157,8 +160,20 @@ TEST_P(Decide, EqualsReferenceDecisions) {
     p.group = shape.group_size();
     p.band = mac.band;
     const ref::Session::Result want = ref.step(ids, q, k, v);
+    std::vector<HeadDecision> got_all(static_cast<std::size_t>(n * Hq));
+    for (int hr = 0; hr < n * Hq; ++hr)
+      got_all[static_cast<std::size_t>(hr)] = detail::decide_head(p, hr / Hq, hr % Hq);
+    if (su.group_hits)  // as the plan kernel: each group's decisions, after all were made
+      for (int gi = 0; gi < n * shape.kv_heads; ++gi) {
+        HeadDecision* d = &got_all[static_cast<std::size_t>(gi * p.group)];
+        int hit = 0;
+        for (int j = 0; j < p.group; ++j) hit += d[j].hit;
+        detail::demote_partial_group(d, p.group);
+        for (int j = 0; j < p.group; ++j) hit -= d[j].hit;
+        demoted += hit > 0;
+      }
     for (int hr = 0; hr < n * Hq; ++hr) {
-      const HeadDecision got = detail::decide_head(p, hr / Hq, hr % Hq);
+      const HeadDecision& got = got_all[static_cast<std::size_t>(hr)];
       const HeadDecision& w = want.decisions[static_cast<std::size_t>(hr)];
       ASSERT_TRUE(testing::same_decision(got, w))
           << "step " << t << " head " << hr << ": got hit " << got.hit << " p " << got.p
@@ -173,6 +188,9 @@ TEST_P(Decide, EqualsReferenceDecisions) {
   }
   EXPECT_GT(hits, 10);
   EXPECT_GT(forced_or_real, hits);
+  if (su.group_hits) {
+    EXPECT_GT(demoted, 10) << "no group was partial";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -182,10 +200,14 @@ INSTANTIATE_TEST_SUITE_P(
                       DecideSetup{PickRule::normalized, false, Coherence::per_head},
                       DecideSetup{PickRule::nearest, true, Coherence::per_head},
                       DecideSetup{PickRule::nearest, true, Coherence::per_group},
-                      DecideSetup{PickRule::nearest, true, Coherence::per_group, 0.8}),
+                      DecideSetup{PickRule::nearest, true, Coherence::per_group, 0.8},
+                      DecideSetup{PickRule::nearest, false, Coherence::per_head, -1, true},
+                      DecideSetup{PickRule::newest, true, Coherence::per_head, -1, true}),
     [](const auto& param_info) {
       const DecideSetup& s = param_info.param;
       if (s.skip_ratio >= 0) return std::string(name_of(s.pick)) + "_ForcedSkipRatio";
+      if (s.group_hits)
+        return std::string(name_of(s.pick)) + (s.forced ? "_Forced" : "") + "_GroupHits";
       return std::string(name_of(s.pick)) +
              (s.forced ? (s.coherence == Coherence::per_head ? "_ForcedPerHead" : "_ForcedPerGroup")
                        : "");

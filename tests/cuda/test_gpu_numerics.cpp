@@ -218,6 +218,28 @@ TEST(StepCuda, ForcedHitsEqualReferenceDecisions) {
   }
 }
 
+// group_hits: the plan kernel demotes every partial group (real matches at GQA 4; forced
+// per-head hits at the instance's widest group, so some groups keep all their hits).
+TEST(StepCuda, GroupHitsDemotePartialGroupsAsTheReference) {
+  MACTUNE_REQUIRE_GPU();
+  Case matched = default_case("group_hits");
+  matched.mac.group_hits = true;
+  Case forced = default_case("group_hits_forced");
+  forced.shape = shape_for(forced.shape.head_dim, forced.shape.kv_dtype,
+                           attend_instances().front().config.group, 7);
+  forced.mac.group_hits = true;
+  forced.mac.pick = PickRule::newest;
+  forced.forced.enabled = true;
+  forced.forced.hit_rate = 0.85;
+  forced.forced.lag = {LagKind::uniform, 1, 20};
+  for (const Case& c : {matched, forced}) {
+    const Outcome o = run_against_reference(c);
+    expect_calibrated(c, o);
+    EXPECT_GT(o.demoted_groups, 0) << c.name << ": no group was partial";
+    EXPECT_EQ(o.mixed_groups, 0) << c.name;
+  }
+}
+
 TEST(StepCuda, MinContextAboveTheRunMeansFullAttention) {
   MACTUNE_REQUIRE_GPU();
   Case c = default_case("never_eligible");

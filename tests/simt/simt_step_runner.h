@@ -33,6 +33,7 @@ struct SynthCase {
   double tau = 0.45;
   DType summary = DType::f32;
   bool mac_enabled = true;
+  bool group_hits = false;
   ForcedHits forced;
   double natural_hits = 0.0;  // share of heads whose query repeats a ring entry's q~ exactly
   int steps = 1;
@@ -45,6 +46,7 @@ struct SynthCase {
 struct SynthOutcome {
   double max_rel = 0;  // worst step's ||out - oracle|| / ||oracle||
   long long hits = 0, eligible = 0, mixed_groups = 0, heads = 0;
+  long long demoted_groups = 0;  // group_hits: groups the oracle demoted (all steps)
   PlanChoice plan;
   int grid = 0;
   std::vector<LaunchStats> launches;  // of the last step
@@ -66,6 +68,7 @@ inline cuda::SessionOptions synth_options(const SynthCase& c) {
   o.mac.pick = c.pick;
   o.mac.tau = c.tau;
   o.mac.summary_dtype = c.summary;
+  o.mac.group_hits = c.group_hits;
   o.mac_enabled = c.mac_enabled;
   o.forced = c.forced;
   o.engine = c.engine;
@@ -175,14 +178,16 @@ inline SynthOutcome run_synthetic(const SynthCase& c) {
           (c.engine.match.find("_p1_") != std::string::npos || c.engine.match_mode == "pruned" ||
            (t >= c.switch_at && c.switch_at >= 0 && c.switch_engine.match_mode == "pruned")) &&
           !b.hit;
-      if (b.eligible && std::isfinite(b.d2) && !probe_miss && !c.forced.enabled)
+      if (b.eligible && std::isfinite(b.d2) && !probe_miss && !c.forced.enabled) {
         EXPECT_NEAR(a.d2, b.d2, 1e-4 * std::max(1.0f, std::abs(b.d2)) + 1e-3)
             << c.name << " head " << h;
+      }
       res.hits += b.hit;
       res.eligible += b.eligible;
       ++res.heads;
     }
     for (const GroupInfo& gi : want.groups) res.mixed_groups += gi.mode == GroupMode::mixed;
+    res.demoted_groups += want.demoted_groups;
     EXPECT_EQ(g.stats.kv_tokens_read, want.stats.kv_tokens_read) << c.name;
     EXPECT_EQ(g.stats.modeled_bytes(), want.stats.modeled_bytes()) << c.name;
     res.stats = g.stats;

@@ -94,6 +94,7 @@ class SyntheticOracle {
     std::vector<ref::State> entries;      // [n, Hq] the new ring entries (MAC)
     StepStats stats;
     std::vector<GroupInfo> groups;
+    long long demoted_groups = 0;  // group_hits: groups whose hits became misses
   };
 
   // One step of requests ids (all distinct) with pre-RoPE q [n, Hq, D], k, v [n, Hkv, D].
@@ -121,12 +122,12 @@ class SyntheticOracle {
           r.v[g].push_back(round(v[(static_cast<std::size_t>(b) * Hkv + g) * D + d]));
         }
       }
-      for (int h = 0; h < Hq; ++h) {
+      HeadDecision* row_dec = &st.decisions[static_cast<std::size_t>(b) * Hq];
+      for (int h = 0; h < Hq; ++h) {  // the row's decisions first: group_hits needs them all
         const float* qh = &q[(static_cast<std::size_t>(b) * Hq + h) * D];
-        std::vector<double> q_ring(D), q_rot(D);
+        std::vector<double> q_ring(D);
         for (int d = 0; d < D; ++d) q_ring[d] = round(qh[d]);
-        apply_rope(qh, q_rot.data(), D, ang);
-        HeadDecision& dec = st.decisions[static_cast<std::size_t>(b) * Hq + h];
+        HeadDecision& dec = row_dec[h];
         dec = HeadDecision{};
         if (o_.mac_enabled && m >= o_.mac.min_context) {
           dec.eligible = true;
@@ -139,6 +140,13 @@ class SyntheticOracle {
           }
           dec.start = dec.hit ? cache_end(dec.p, band) : 0;
         }
+      }
+      if (o_.mac_enabled && o_.mac.group_hits) st.demoted_groups += demote(row_dec, Hkv, G);
+      for (int h = 0; h < Hq; ++h) {
+        const float* qh = &q[(static_cast<std::size_t>(b) * Hq + h) * D];
+        std::vector<double> q_rot(D);
+        apply_rope(qh, q_rot.data(), D, ang);
+        const HeadDecision& dec = row_dec[h];
         const int g = h / G;
         ref::State result(D);
         if (!o_.mac_enabled) {
@@ -185,6 +193,24 @@ class SyntheticOracle {
   float round(float x) const { return static_cast<float>(round_to(o_.shape.kv_dtype, x)); }
   float round_summary(float x) const {
     return static_cast<float>(round_to(o_.mac.summary_dtype, x));
+  }
+  // group_hits (DESIGN.md section 8), written here from the rule: a group with an eligible head
+  // that misses loses its hits (plain misses from 0). Returns how many groups lost some.
+  static int demote(HeadDecision* dec, int kv_heads, int G) {
+    int demoted = 0;
+    for (int g = 0; g < kv_heads; ++g) {
+      HeadDecision* d = dec + static_cast<std::ptrdiff_t>(g) * G;
+      int hits = 0, eligible_misses = 0;
+      for (int j = 0; j < G; ++j) {
+        hits += d[j].hit;
+        eligible_misses += d[j].eligible && !d[j].hit;
+      }
+      if (hits == 0 || eligible_misses == 0) continue;
+      ++demoted;
+      for (int j = 0; j < G; ++j)
+        if (d[j].hit) d[j].hit = false, d[j].p = -1, d[j].start = 0;
+    }
+    return demoted;
   }
   bool valid(const Request& r, int h, int p) const {
     if (p < 0) return false;

@@ -6,7 +6,9 @@
 //             1/7/16, probe and full scan, graphs, the full baseline
 //   Synth*    after a synthetic prefill, against SyntheticOracle: batch 64, rings of 512 and
 //             2048 (multi-pass match, multi-tile reductions), contexts >= 16K, hit 0 / mixed / 1,
-//             forced hits and skip ratios, a uniform plan with more items than CTAs (tickets)
+//             forced hits and skip ratios, a uniform plan with more items than CTAs (tickets),
+//             group_hits at hit 0 / mixed / 1
+// Harness*GroupHits*: group_hits' demotion against the reference's, demoted groups counted.
 // SimtBig* (label simt-big): long contexts that miss (every token of 16K-20K read).
 #include <gtest/gtest.h>
 
@@ -68,6 +70,44 @@ TEST(SimtStep, HarnessFullBaselineSmallChunks) {
   c.engine.min_chunk = 16;  // several items a group: partials merged from several CTAs
   c.steps = 40;
   expect_calibrated(c, run_against_reference(c));
+}
+
+// group_hits (DESIGN.md section 8): the demotion in the device planner against the reference's.
+// GQA 4 with real matches (Inputs repeats a query with probability 0.55: most groups mixed);
+// GQA 8 with forced per-head hits at 0.85 (0.85^8: a quarter of the groups keep theirs).
+void expect_demoted(const Case& c, const Outcome& o) {
+  expect_calibrated(c, o);
+  std::printf("[ simt     ] %s: %lld/%lld heads hit, %lld groups demoted\n", c.name.c_str(), o.hits,
+              o.eligible, o.demoted_groups);
+  EXPECT_GT(o.demoted_groups, 0) << c.name << ": no group was partial";
+  EXPECT_EQ(o.mixed_groups, 0) << c.name;
+}
+
+TEST(SimtStep, HarnessGqa4GroupHitsNearest) {
+  Case c = harness_case("gqa4_group_hits_nearest", 4, 16, PickRule::nearest);
+  c.mac.group_hits = true;
+  expect_demoted(c, run_against_reference(c));
+}
+
+TEST(SimtStep, HarnessGqa8GroupHitsForcedNewest) {
+  Case c = harness_case("gqa8_group_hits_forced_newest", 8, 7, PickRule::newest);
+  c.mac.group_hits = true;
+  c.forced.enabled = true;
+  c.forced.hit_rate = 0.85;
+  c.forced.lag = {LagKind::uniform, 1, 20};
+  expect_demoted(c, run_against_reference(c));
+}
+
+// The CUDA step has no acceptance gate yet (the session refuses accept_eps < 1), so group_hits'
+// second demotion, after the gate, is refused with it.
+TEST(SimtStep, GroupHitsWithTheGateIsRefused) {
+  SynthCase c;
+  c.contexts = {300};
+  c.group_hits = true;
+  cuda::SessionOptions o = synth_options(c);
+  EXPECT_NO_THROW(cuda::Session{o});
+  o.mac.accept_eps = 0.5;
+  EXPECT_THROW(cuda::Session{o}, InputError);
 }
 
 // ---- Production shapes after a synthetic prefill.
@@ -255,6 +295,64 @@ TEST(SimtStep, SynthForcedSkipRatio) {
   const SynthOutcome o = run_synthetic(c);
   expect_clean(c, o);
   EXPECT_GT(o.stats.skip_ratio(), 0.85);
+}
+
+// group_hits at production shapes against SyntheticOracle (which demotes by its own code):
+// hit 0 (nothing to demote), mixed (some groups partial: demoted, counted), hit 1 (every group
+// keeps its hits), at GQA 4 and 8, both pick rules.
+SynthCase group_hits_case(const std::string& name, int group, PickRule pick, double hits) {
+  SynthCase c = synth(name);
+  c.batch = 4;
+  c.group = group;
+  c.kv_heads = 4;
+  c.ring = 256;
+  c.band = 64;
+  c.contexts = {400, 700};
+  c.pick = pick;
+  c.natural_hits = hits;
+  c.group_hits = true;
+  c.steps = 2;
+  return c;
+}
+
+void expect_group_hits(const SynthCase& c, const SynthOutcome& o) {
+  expect_clean(c, o);
+  std::printf("[ simt     ] %s: %lld groups demoted\n", c.name.c_str(), o.demoted_groups);
+  EXPECT_EQ(o.mixed_groups, 0) << c.name;
+}
+
+TEST(SimtStep, SynthGroupHitsGqa4Hit0Nearest) {
+  const SynthCase c = group_hits_case("b4_gqa4_group_hits_hit0", 4, PickRule::nearest, 0.0);
+  const SynthOutcome o = run_synthetic(c);
+  expect_group_hits(c, o);
+  EXPECT_EQ(o.hits, 0);
+  EXPECT_EQ(o.demoted_groups, 0);
+}
+
+TEST(SimtStep, SynthGroupHitsGqa4MixedNearest) {
+  const SynthCase c = group_hits_case("b4_gqa4_group_hits_mixed", 4, PickRule::nearest, 0.7);
+  const SynthOutcome o = run_synthetic(c);
+  expect_group_hits(c, o);
+  EXPECT_GT(o.hits, 0);
+  EXPECT_GT(o.demoted_groups, 0);
+}
+
+TEST(SimtStep, SynthGroupHitsGqa8MixedNewestProbe) {
+  SynthCase c = group_hits_case("b4_gqa8_group_hits_mixed_probe", 8, PickRule::newest, 0.9);
+  c.engine.match = "match_cuda_hd128_p1_bf16";
+  c.page_size = 7;
+  const SynthOutcome o = run_synthetic(c);
+  expect_group_hits(c, o);
+  EXPECT_GT(o.hits, 0);
+  EXPECT_GT(o.demoted_groups, 0);
+}
+
+TEST(SimtStep, SynthGroupHitsGqa8Hit1Newest) {
+  const SynthCase c = group_hits_case("b4_gqa8_group_hits_hit1", 8, PickRule::newest, 1.0);
+  const SynthOutcome o = run_synthetic(c);
+  expect_group_hits(c, o);
+  EXPECT_EQ(o.hits, o.heads);
+  EXPECT_EQ(o.demoted_groups, 0);
 }
 
 TEST(SimtBigStep, LongContextsHit1Batch2) {

@@ -1,5 +1,6 @@
 // A head's decision at step m from its reduced ring scan (DESIGN.md section 1): eligibility,
-// the pick rule, the forced-hit override and the first position it attends. Runs on the
+// the pick rule, the forced-hit override and the first position it attends; then, with
+// group_hits, its group's demotion (DESIGN.md section 8). Runs on the
 // device in the planner (one thread a head, off the scan kernel, which then needs no double
 // math and no stack), and on the host in tests/cuda against the reference's decisions.
 #pragma once
@@ -48,6 +49,17 @@ MACTUNE_HD inline HeadDecision decide_head(const PlanParams& p, int row, int h) 
   }
   d.start = d.hit ? cache_end(d.p, p.band) : 0;
   return d;
+}
+
+// group_hits: the decisions of one (request, KV head) group, d [group], keep their hits only
+// if every eligible head of it hits; otherwise each hit becomes a plain miss (start 0, not a
+// gate rejection; d2 kept), as ref::Session::demote_partial_groups.
+MACTUNE_HD inline void demote_partial_group(HeadDecision* d, int group) {
+  bool all = true;
+  for (int j = 0; j < group; ++j) all = all && (!d[j].eligible || d[j].hit);
+  if (all) return;
+  for (int j = 0; j < group; ++j)
+    if (d[j].hit) d[j].hit = false, d[j].p = -1, d[j].start = 0;
 }
 
 }  // namespace mactune::cuda::detail
