@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/config.h"
 #include "kernels/problem.h"
 
 namespace mactune {
@@ -23,14 +24,14 @@ struct HeadDecision {
 
 // MacParams::group_hits: a KV group (its G heads' decisions) keeps its hits only if every
 // eligible head of it hits; otherwise each hit becomes a plain miss (demote_to_miss), not a
-// gate rejection: the group reads all of its KV anyway. The one rule of the fp64 reference and
-// the CPU engine.
-inline bool group_keeps_hits(std::span<const HeadDecision> group) {
+// gate rejection: the group reads all of its KV anyway. The one rule of the fp64 reference, the
+// CPU engine and the CUDA planner (host and device).
+MACTUNE_HD inline bool group_keeps_hits(std::span<const HeadDecision> group) {
   for (const HeadDecision& d : group)
     if (d.eligible && !d.hit) return false;
   return true;
 }
-inline void demote_to_miss(HeadDecision& d) {
+MACTUNE_HD inline void demote_to_miss(HeadDecision& d) {
   d.hit = false, d.p = -1, d.start = 0;
 }
 

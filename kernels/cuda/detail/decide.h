@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/config.h"
 #include "kernels/cuda/params.h"
 #include "kernels/forced.h"
 #include "kernels/problem.h"
+#include "kernels/stats.h"
 
 namespace mactune::cuda::detail {
 
@@ -51,15 +53,12 @@ MACTUNE_HD inline HeadDecision decide_head(const PlanParams& p, int row, int h) 
   return d;
 }
 
-// group_hits: the decisions of one (request, KV head) group, d [group], keep their hits only
-// if every eligible head of it hits; otherwise each hit becomes a plain miss (start 0, not a
-// gate rejection; d2 kept), as ref::Session::demote_partial_groups.
+// group_hits over the decisions of one (request, KV head) group, d [group]: the rule of
+// kernels/stats.h (group_keeps_hits, demote_to_miss), as ref::Session::demote_partial_groups.
 MACTUNE_HD inline void demote_partial_group(HeadDecision* d, int group) {
-  bool all = true;
-  for (int j = 0; j < group; ++j) all = all && (!d[j].eligible || d[j].hit);
-  if (all) return;
+  if (group_keeps_hits({d, static_cast<std::size_t>(group)})) return;
   for (int j = 0; j < group; ++j)
-    if (d[j].hit) d[j].hit = false, d[j].p = -1, d[j].start = 0;
+    if (d[j].hit) demote_to_miss(d[j]);
 }
 
 }  // namespace mactune::cuda::detail
