@@ -499,10 +499,16 @@ void parse_fields_text(S& s, std::string_view text) {
   }
 }
 
-// "" when every numeric field of `s` is in its range and every choice is allowed, else
-// "NAME = VALUE must be in [lo, hi]" (or the field's own complaint) for the first that is not.
+// A setting that is not valid: the field's table name, and the sentence that says why
+// ("NAME = VALUE must be ..."), for an error that points at where the field was set.
+struct FieldProblem {
+  std::string field;
+  std::string why;
+};
+
+// The first numeric field of `s` out of its range or choice not allowed, if any.
 template <Described S>
-std::string range_error(const S& s) {
+std::optional<FieldProblem> range_problem(const S& s) {
   for (const Field<S>& f : fields_of<S>()) {
     const Scalar v = f.get(s);
     try {
@@ -510,13 +516,21 @@ std::string range_error(const S& s) {
     } catch (const InputError& e) {
       const std::string at = std::string(f.name) + " = ";
       if (f.type == FieldType::integer || f.type == FieldType::real)
-        return at + f.text(v) + " " + f.bounds.requirement();
+        return FieldProblem{std::string(f.name), at + f.text(v) + " " + f.bounds.requirement()};
       if (f.type == FieldType::choice)
-        return at + "'" + f.text(v) + "' is not one of " + f.choice_list();
-      return at + "'" + f.text(v) + "': " + e.what();
+        return FieldProblem{std::string(f.name),
+                            at + "'" + f.text(v) + "' is not one of " + f.choice_list()};
+      return FieldProblem{std::string(f.name), at + "'" + f.text(v) + "': " + e.what()};
     }
   }
-  return "";
+  return std::nullopt;
+}
+
+// "" when every field of `s` is in its range, else range_problem()'s sentence.
+template <Described S>
+std::string range_error(const S& s) {
+  const std::optional<FieldProblem> p = range_problem(s);
+  return p ? p->why : std::string();
 }
 
 }  // namespace mactune

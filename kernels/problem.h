@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -64,6 +65,8 @@ struct Bucket {
 
 // Returns "" when the shape is valid, else one sentence naming the bad value.
 std::string validate(const Problem& p);
+// The same check, with the field it is about (the first found; validate() is its sentence).
+std::optional<FieldProblem> shape_problem(const Problem& p);
 // Throws InputError with validate()'s sentence.
 void require_valid(const Problem& p);
 
@@ -205,22 +208,27 @@ inline double Problem::scale() const {
   return 1.0 / std::sqrt(static_cast<double>(head_dim));
 }
 
+inline std::optional<FieldProblem> shape_problem(const Problem& p) {
+  const auto at = [](const char* field, auto&&... parts) {
+    std::ostringstream e;
+    e << field << " = ";
+    (e << ... << parts);
+    return FieldProblem{field, e.str()};
+  };
+  if (p.batch < 1) return at("batch", p.batch, " must be at least 1");
+  if (p.q_heads < 1) return at("q_heads", p.q_heads, " must be at least 1");
+  if (p.kv_heads < 1) return at("kv_heads", p.kv_heads, " must be at least 1");
+  if (p.q_heads % p.kv_heads != 0)
+    return at("kv_heads", p.kv_heads, " does not divide q_heads = ", p.q_heads);
+  if (p.head_dim < 1 || p.head_dim > 1024 || p.head_dim % 2 != 0)
+    return at("head_dim", p.head_dim, " must be even and in [2, 1024]");
+  if (p.page_size < 1) return at("page_size", p.page_size, " must be at least 1");
+  return range_problem(p);  // the table's upper bounds (batch <= 65536, ...)
+}
+
 inline std::string validate(const Problem& p) {
-  std::ostringstream e;
-  if (p.batch < 1)
-    e << "batch = " << p.batch << " must be at least 1";
-  else if (p.q_heads < 1)
-    e << "q_heads = " << p.q_heads << " must be at least 1";
-  else if (p.kv_heads < 1)
-    e << "kv_heads = " << p.kv_heads << " must be at least 1";
-  else if (p.q_heads % p.kv_heads != 0)
-    e << "kv_heads = " << p.kv_heads << " does not divide q_heads = " << p.q_heads;
-  else if (p.head_dim < 1 || p.head_dim > 1024 || p.head_dim % 2 != 0)
-    e << "head_dim = " << p.head_dim << " must be even and in [2, 1024]";
-  else if (p.page_size < 1)
-    e << "page_size = " << p.page_size << " must be at least 1";
-  if (e.str().empty()) return range_error(p);  // the table's upper bounds (batch <= 65536, ...)
-  return e.str();
+  const std::optional<FieldProblem> why = shape_problem(p);
+  return why ? why->why : std::string();
 }
 
 inline void require_valid(const Problem& p) {

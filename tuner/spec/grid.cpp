@@ -168,15 +168,14 @@ std::vector<TunePoint> expand_grid(const Spec& spec, std::vector<std::string>* u
                 ": constraints: no point of the grid satisfies all constraints together");
   if (unreachable) *unreachable = std::move(unreachable_why);
   for (const TunePoint& p : points) {
-    const std::string shape_why = validate(p.shape);
-    if (!shape_why.empty()) {
-      // validate() names the field first ("head_dim = 63 must be ..."): report it at that
-      // axis's line; only a head-count mismatch gets the zip hint.
-      const std::string field = shape_why.substr(0, shape_why.find(' '));
-      const Axis* at = spec.find_axis(field);
-      const bool heads = shape_why.find("does not divide") != std::string::npos;
+    if (const std::optional<FieldProblem> bad = shape_problem(p.shape)) {
+      // Reported at the line of the axis that set the field; only a head-count mismatch gets
+      // the zip hint.
+      const Axis* at = spec.find_axis(bad->field);
+      const bool heads = bad->field == "kv_heads" && p.shape.kv_heads >= 1 &&
+                         p.shape.q_heads % p.shape.kv_heads != 0;
       input_error(spec.file, ':', at ? at->line : spec.axis("kv_heads").line, ": workload",
-                  at ? "." + field : std::string(), ": ", shape_why,
+                  at ? "." + bad->field : std::string(), ": ", bad->why,
                   heads ? " (zip the head axes or add a constraint such as "
                           "'q_heads % kv_heads == 0')"
                         : "");
