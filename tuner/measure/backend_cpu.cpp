@@ -258,10 +258,13 @@ class CpuBackend final : public Backend {
  public:
   // A sweep builds and drops sessions of one shape by the dozen: their KV arenas are recycled
   // (up to a quarter of what the machine has free now) instead of faulted in afresh each time.
-  // Prefilled sessions are kept likewise (SessionPool), within another quarter.
+  // Prefilled sessions are kept likewise (SessionPool), within half of it: prefill is most of
+  // a sweep's setup (a batch-4 64K session of the quick spec takes 6 CPU-s), and the search
+  // revisits every bucket each round, so a pool too small for them all misses on every probe.
+  // What it holds counts as available: a case that needs the memory has the pool emptied first.
   CpuBackend()
       : slowdown_(parse_slowdown()),
-        pool_(std::make_shared<SessionPool>(available_host_bytes() / 4)) {
+        pool_(std::make_shared<SessionPool>(available_host_bytes() / 2)) {
     cpu::set_arena_cache_bytes(static_cast<std::size_t>(available_host_bytes() / 4));
   }
   ~CpuBackend() override {
