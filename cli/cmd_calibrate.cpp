@@ -213,7 +213,7 @@ void add_calibrate(CLI::App& app) {
   cmd->callback([a] { run_calibrate(*a); });
 }
 
-const bool registered = register_command("calibrate", add_calibrate);
+const bool registered_calibrate = register_command("calibrate", add_calibrate);
 
 }  // namespace
 }  // namespace mactune::cli

@@ -64,7 +64,7 @@ void add_compare(CLI::App& app) {
   cmd->callback([a] { run(*a); });
 }
 
-const bool registered = register_command("compare", add_compare);
+const bool registered_compare = register_command("compare", add_compare);
 
 }  // namespace
 }  // namespace mactune::cli

@@ -184,7 +184,7 @@ void add_db(CLI::App& app) {
   imp->callback([opt] { run_import(opt->report, opt->db_path); });
 }
 
-const bool registered = register_command("db", add_db);
+const bool registered_db = register_command("db", add_db);
 
 }  // namespace
 }  // namespace mactune::cli

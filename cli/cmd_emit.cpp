@@ -89,7 +89,7 @@ void add_emit(CLI::App& app) {
   cmd->callback([a] { run(*a); });
 }
 
-const bool registered = register_command("emit", add_emit);
+const bool registered_emit = register_command("emit", add_emit);
 
 }  // namespace
 }  // namespace mactune::cli

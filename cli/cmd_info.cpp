@@ -63,7 +63,7 @@ void add_info(CLI::App& app) {
   });
 }
 
-const bool registered = register_command("info", add_info);
+const bool registered_info = register_command("info", add_info);
 
 }  // namespace
 }  // namespace mactune::cli

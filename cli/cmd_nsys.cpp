@@ -108,7 +108,7 @@ void add_nsys(CLI::App& app) {
   sum->callback([a] { run_summary(*a); });
 }
 
-const bool registered = register_command("nsys", add_nsys);
+const bool registered_nsys = register_command("nsys", add_nsys);
 
 }  // namespace
 }  // namespace mactune::cli

@@ -145,7 +145,7 @@ void add_predict(CLI::App& app) {
   cmd->callback([a] { run(*a); });
 }
 
-const bool registered = register_command("predict", add_predict);
+const bool registered_predict = register_command("predict", add_predict);
 
 }  // namespace
 }  // namespace mactune::cli

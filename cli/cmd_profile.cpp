@@ -93,12 +93,12 @@ void check_flag_combinations(const ProfileArgs& a) {
                   "--hit-rate with --quota skip-ratio: the skip-ratio quota solves the hits");
 }
 
-std::atomic<bool> g_stop{false};
+std::atomic<bool> g_profile_stop{false};
 std::atomic<int> g_signal{0};
 // The first SIGINT/SIGTERM stops the loop after the step in flight (what is measured is kept
 // and written, and the command exits 128 + the signal); a second ends it at once.
 extern "C" void on_signal(int sig) {
-  g_stop.store(true);
+  g_profile_stop.store(true);
   g_signal.store(sig);
   restore_signal_cleanup(sig);
 }
@@ -208,8 +208,8 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
   loop_opt.warmup = a.warmup;
   loop_opt.seed = a.seed;
   loop_opt.cuda_profiler_range = is_cuda;
-  loop_opt.stop = &g_stop;
-  g_stop = false;
+  loop_opt.stop = &g_profile_stop;
+  g_profile_stop = false;
   g_signal = 0;
   auto old_int = std::signal(SIGINT, on_signal);
   auto old_term = std::signal(SIGTERM, on_signal);
@@ -224,7 +224,7 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
   // Interrupted: what was measured is written below, and the exit status says which signal.
-  if (g_stop) {
+  if (g_profile_stop) {
     std::printf("  interrupted: %zu measured steps kept\n", loop.steps.size());
     command_exit_code() = 128 + g_signal.load();
   }
@@ -262,7 +262,7 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
 
   if (a.dram && !is_cuda)
     std::printf("\nDRAM: the CPU backend has no hardware counters here; modeled bytes above\n");
-  if (a.dram && is_cuda && !loop.steps.empty() && !g_stop) {
+  if (a.dram && is_cuda && !loop.steps.empty() && !g_profile_stop) {
     // A separate run of the last step's inputs, replayed per pass: never used for timing.
     const StepInputs in =
         prof::make_step_inputs(opt.shape, a.shape.batch, a.seed, a.warmup + a.steps - 1);
@@ -378,7 +378,7 @@ void add_profile(CLI::App& app) {
   cmd->callback([a] { run_profile(*a); });
 }
 
-const bool registered = register_command("profile", add_profile);
+const bool registered_profile = register_command("profile", add_profile);
 
 }  // namespace
 }  // namespace mactune::cli

@@ -175,7 +175,7 @@ void add_replay(CLI::App& app) {
   cmd->callback([a] { run_replay(*a); });
 }
 
-const bool registered = register_command("replay", add_replay);
+const bool registered_replay = register_command("replay", add_replay);
 
 }  // namespace
 }  // namespace mactune::cli

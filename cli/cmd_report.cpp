@@ -59,7 +59,7 @@ void add_report(CLI::App& app) {
   cmd->callback([a] { run(*a); });
 }
 
-const bool registered = register_command("report", add_report);
+const bool registered_report = register_command("report", add_report);
 
 }  // namespace
 }  // namespace mactune::cli

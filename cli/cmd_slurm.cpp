@@ -450,7 +450,7 @@ void add_slurm(CLI::App& app) {
   cmd->callback([a] { run(*a); });
 }
 
-const bool registered = register_command("slurm", add_slurm);
+const bool registered_slurm = register_command("slurm", add_slurm);
 
 }  // namespace
 }  // namespace mactune::cli

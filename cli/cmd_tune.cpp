@@ -19,12 +19,12 @@
 namespace mactune::cli {
 namespace {
 
-std::atomic<bool> g_stop{false};
+std::atomic<bool> g_tune_stop{false};
 
 // First Ctrl-C / SIGTERM: stop between two samples, keep every finished point. A second one
 // gets the default action, after the temporaries are removed (kernels/file_io.h).
 extern "C" void mactune_tune_on_signal(int sig) {
-  g_stop.store(true);
+  g_tune_stop.store(true);
   restore_signal_cleanup(sig);
 }
 
@@ -123,14 +123,14 @@ void run(TuneArgs& a) {
   a.opt.emit = !a.no_emit && !a.opt.shard;
   a.opt.report = !a.no_report;
   tuner::Progress progress = a.quiet ? tuner::Progress::silent() : tuner::Progress::for_stderr();
-  g_stop = false;
+  g_tune_stop = false;
   std::signal(SIGINT, mactune_tune_on_signal);
   std::signal(SIGTERM, mactune_tune_on_signal);
   // A wait for another process's lock on the database ends at the signal too.
-  db::set_interrupt_flag(&g_stop);
+  db::set_interrupt_flag(&g_tune_stop);
   tuner::TuneResult r;
   try {
-    r = tuner::run_tune(a.opt, progress, &g_stop);
+    r = tuner::run_tune(a.opt, progress, &g_tune_stop);
   } catch (const tuner::Interrupted&) {
     db::set_interrupt_flag(nullptr);
     throw Error(
@@ -195,7 +195,7 @@ void add_tune(CLI::App& app) {
   });
 }
 
-const bool registered = register_command("tune", add_tune);
+const bool registered_tune = register_command("tune", add_tune);
 
 }  // namespace
 }  // namespace mactune::cli

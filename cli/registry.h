@@ -1,5 +1,7 @@
 // The command table: each cmd_*.cpp registers a function that adds its subcommand.
-//   static const bool registered = mactune::cli::register_command("tune", add_tune);
+//   const bool registered_tune = mactune::cli::register_command("tune", add_tune);
+// (in the file's unnamed namespace; the name carries the command's, as every internal name of
+// cli/ must be unique to its file: the quick preset compiles the folder as unity batches).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -63,6 +63,21 @@ inline bool cpu_has(Isa isa) {
 #endif
 }
 
+// Whether this build compiled the path. Every path by default; MACTUNE_CPU_ISAS (CMake, in
+// kernels/cpu/CMakeLists.txt) may leave AVX2 or AVX-512 out (the quick preset builds only the
+// paths the building CPU runs), and defines MACTUNE_CPU_SKIP_<ISA> for every user of this header
+// (on mactune::kernels). The generic path is always built.
+inline constexpr bool isa_built(Isa isa) {
+#ifdef MACTUNE_CPU_SKIP_AVX2
+  if (isa == Isa::avx2) return false;
+#endif
+#ifdef MACTUNE_CPU_SKIP_AVX512
+  if (isa == Isa::avx512) return false;
+#endif
+  (void)isa;
+  return true;
+}
+
 // The widest path MACTUNE_CPU_ISA admits (the widest there is when it is unset or auto).
 inline Isa isa_cap() {
   const char* env = std::getenv("MACTUNE_CPU_ISA");
@@ -75,9 +90,10 @@ inline Isa isa_cap() {
   input_error("MACTUNE_CPU_ISA = '", v, "' is unknown (expected ", expected, ")");
 }
 
-// Whether this process may run the path: the CPU has it and MACTUNE_CPU_ISA does not cap it.
+// Whether this process may run the path: the build has it, the CPU has it and MACTUNE_CPU_ISA
+// does not cap it.
 inline bool isa_supported(Isa isa) {
-  return isa <= isa_cap() && cpu_has(isa);
+  return isa_built(isa) && isa <= isa_cap() && cpu_has(isa);
 }
 
 // The widest path this process runs.
@@ -97,6 +113,8 @@ inline std::vector<Isa> supported_isas() {
 
 // Why the path does not run here ("" when it does), for errors and test skips.
 inline std::string isa_unsupported_reason(Isa isa) {
+  if (!isa_built(isa))
+    return "this build leaves the " + std::string(isa_name(isa)) + " path out (MACTUNE_CPU_ISAS)";
   if (!cpu_has(isa))
     return "this CPU (" + cpu_model_name() + ") lacks the " + std::string(isa_name(isa)) + " path";
   if (!isa_supported(isa))

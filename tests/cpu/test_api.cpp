@@ -243,6 +243,46 @@ TEST(CpuSessionApi, AdvanceFalseRepeatsTheSameStep) {
   }
 }
 
+// The tuner keeps a prefilled session and gives it the next point's forced hits
+// (tuner/measure/backend_cpu.cpp, SessionPool): after one warm-up step (which rewrites the slot
+// of m - K, a candidate until then), it steps exactly as a fresh session does, output and
+// decisions, with lags up to K and with either match.
+TEST(CpuSessionApi, ASteppedSessionGivenNewForcedHitsStepsAsAFreshOne) {
+  for (const char* match : {"scan", "pruned"}) {
+    SCOPED_TRACE(match);
+    SessionOptions at_a = base();
+    at_a.engine.match = match;
+    at_a.forced.enabled = true;
+    at_a.forced.hit_rate = 0.25;
+    at_a.forced.lag = {LagKind::uniform, 1, 16};  // up to K = 16
+    SessionOptions at_b = at_a;
+    at_b.forced.hit_rate = 0.75;
+    at_b.forced.coherence = Coherence::per_group;
+    Session kept(at_a), fresh(at_b);
+    const StepInputs in = prefilled_step(kept, 2, 40, 21);
+    const StepInputs same = prefilled_step(fresh, 2, 40, 21);
+    ASSERT_EQ(in.ids, same.ids);
+    const auto step = [&](Session& s) { return s.step(in.ids, in.q, in.k, in.v, false); };
+    const Session::Result at_a_step = step(kept);
+    step(kept);
+    kept.set_forced(at_b.forced);
+    step(fresh);  // the warm-up
+    const Session::Result a = step(kept);
+    const Session::Result b = step(fresh);
+    EXPECT_EQ(a.out, b.out);
+    ASSERT_EQ(a.decisions.size(), b.decisions.size());
+    for (std::size_t h = 0; h < a.decisions.size(); ++h) {
+      EXPECT_EQ(a.decisions[h].hit, b.decisions[h].hit) << "head " << h;
+      EXPECT_EQ(a.decisions[h].p, b.decisions[h].p) << "head " << h;
+      EXPECT_EQ(a.decisions[h].start, b.decisions[h].start) << "head " << h;
+      EXPECT_EQ(a.decisions[h].d2, b.decisions[h].d2) << "head " << h;
+    }
+    EXPECT_EQ(a.stats.modeled_bytes(), b.stats.modeled_bytes());
+    EXPECT_EQ(a.stats.match_rows_read, b.stats.match_rows_read);
+    EXPECT_LT(at_a_step.stats.hit_heads, b.stats.hit_heads) << "the two quotas differ";
+  }
+}
+
 TEST(CpuSessionApi, PrefillSyntheticGivesRandomKvAndValidRings) {
   SessionOptions o = base();
   o.max_context = 4096;
@@ -329,7 +369,8 @@ TEST(CpuIsaCap, CapsAutoInstancesAndFingerprint) {
     SCOPED_TRACE(std::string(isa_name(cap)));
     const ScopedEnv env("MACTUNE_CPU_ISA", std::string(isa_name(cap)).c_str());
     EXPECT_LE(best_isa(), cap);
-    for (const Isa i : kAllIsas) EXPECT_EQ(isa_supported(i), cpu_has(i) && i <= cap);
+    for (const Isa i : kAllIsas)
+      EXPECT_EQ(isa_supported(i), isa_built(i) && cpu_has(i) && i <= cap);
     EXPECT_EQ(Session(base()).isa(), isa_name(best_isa()));
     EXPECT_EQ(cpu_fingerprint().arch, isa_name(best_isa()));
     EXPECT_EQ(instances().size(), supported_isas().size() * 2 * 3 * 3);
@@ -337,14 +378,17 @@ TEST(CpuIsaCap, CapsAutoInstancesAndFingerprint) {
       if (i <= cap) continue;
       SessionOptions o = base();
       o.engine.isa = std::string(isa_name(i));
-      expect_input_error([&] { Session s(o); }, cpu_has(i) ? "MACTUNE_CPU_ISA=" : "lacks the");
+      expect_input_error([&] { Session s(o); }, !isa_built(i) ? "this build leaves"
+                                                : cpu_has(i)  ? "MACTUNE_CPU_ISA="
+                                                              : "lacks the");
     }
   }
   {
     const ScopedEnv env("MACTUNE_CPU_ISA", "auto");
-    EXPECT_EQ(best_isa(), cpu_has(Isa::avx512) ? Isa::avx512
-                          : cpu_has(Isa::avx2) ? Isa::avx2
-                                               : Isa::generic);
+    const auto runs = [](Isa i) { return isa_built(i) && cpu_has(i); };
+    EXPECT_EQ(best_isa(), runs(Isa::avx512) ? Isa::avx512
+                          : runs(Isa::avx2) ? Isa::avx2
+                                            : Isa::generic);
   }
   const ScopedEnv env("MACTUNE_CPU_ISA", "sse9");
   expect_input_error([] { Session s(base()); }, "MACTUNE_CPU_ISA = 'sse9' is unknown");

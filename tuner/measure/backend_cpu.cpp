@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iomanip>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <vector>
@@ -17,8 +18,10 @@
 #include "kernels/cpu/session.h"
 #include "kernels/device.h"
 #include "kernels/error.h"
+#include "kernels/fields.h"
 #include "kernels/host_memory.h"
 #include "tuner/measure/measure.h"
+#include "tuner/spec/expr.h"
 
 namespace mactune::tuner {
 namespace {
@@ -66,24 +69,97 @@ double session_bytes(const TunePoint& p, bool mac) {
   return mactune::session_bytes(p.shape, p.context, mac ? &p.mac : nullptr);
 }
 
+// A session prefilled for one side of a point, and its step's inputs: what a case runs.
+struct Prefilled {
+  cpu::Session session;
+  StepInputs in;
+};
+
+// What decides a prefilled session's contents: every session option but the forced hits, and
+// the seed. The forced hits are set on a kept session when it is handed out (set_forced): they
+// choose what a step does, never what the prefill wrote.
+std::string prefill_key(const cpu::SessionOptions& o, std::uint64_t seed) {
+  std::string key = o.mac_enabled ? "mac|" + fields_text(o.mac) : "full";
+  key.append("|").append(fields_text(o.shape)).append("|").append(fields_text(o.engine));
+  key.append("|max_context=").append(std::to_string(o.max_context));
+  key.append("|rope_theta=").append(format_number(o.rope_theta));
+  return key.append("|seed=").append(std::to_string(seed));
+}
+
+// The prefilled sessions of cases that ended, kept for the next case of the same key, up to a
+// byte budget (the oldest go first). A sweep builds each shape's sessions again at every hit
+// rate, and the break-even search at every probe: each time the same KV cache and ring from the
+// same seed (81 of the quick spec's 200 s on 2 cores went to prefill and setup). A kept session
+// is what a fresh one is after its warm-up: a step with advance = false leaves every position
+// and the forced-hit counter where they were, and what it rewrites (position m's KV row and its
+// ring slot, the entry of m - K in a fresh session until its first step) is rewritten by every
+// step alike; the entry of m is no candidate of the step at m. tests/tuner/test_measure.cpp
+// (a reused case against a fresh one) and tests/cpu/test_session.cpp (set_forced on a stepped
+// session against a fresh one, output and decisions) check it.
+class SessionPool {
+ public:
+  explicit SessionPool(double budget_bytes) : budget_(budget_bytes) {}
+
+  // The kept session of `key` (removed from the pool), or none.
+  std::optional<Prefilled> take(const std::string& key) {
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->key != key) continue;
+      std::optional<Prefilled> out(std::move(it->state));
+      held_ -= it->bytes;
+      kept_.erase(it);
+      return out;
+    }
+    return std::nullopt;
+  }
+  void give_back(std::string key, Prefilled state, double bytes) {
+    if (bytes > budget_) return;
+    while (!kept_.empty() && held_ + bytes > budget_) drop_oldest();
+    held_ += bytes;
+    kept_.push_back({std::move(key), std::move(state), bytes});
+  }
+  void clear() {
+    while (!kept_.empty()) drop_oldest();
+  }
+  double held_bytes() const { return held_; }
+
+ private:
+  struct Kept {
+    std::string key;
+    Prefilled state;
+    double bytes = 0;
+  };
+  void drop_oldest() {
+    held_ -= kept_.front().bytes;
+    kept_.erase(kept_.begin());
+  }
+
+  double budget_;
+  double held_ = 0;
+  std::vector<Kept> kept_;  // oldest first
+};
+
 class CpuCase final : public Case {
  public:
-  CpuCase(const TunePoint& p, bool mac, std::uint64_t seed)
-      : session_(session_options(p, mac)),
-        in_(prefilled_step(session_, p.shape.batch, p.context, seed)) {}
+  CpuCase(Prefilled state, std::string key, double bytes, std::weak_ptr<SessionPool> pool)
+      : state_(std::move(state)), key_(std::move(key)), bytes_(bytes), pool_(std::move(pool)) {}
+  ~CpuCase() override {
+    if (const auto pool = pool_.lock()) pool->give_back(std::move(key_), std::move(state_), bytes_);
+  }
 
-  std::string instance() const override { return session_.instance_name(); }
+  std::string instance() const override { return state_.session.instance_name(); }
   void run() override {
-    stats_ = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false).stats;
+    const StepInputs& in = state_.in;
+    stats_ = state_.session.step(in.ids, in.q, in.k, in.v, /*advance=*/false).stats;
   }
   // The steady clock around the step. A sample during which the kernel preempted any thread of
   // the process (an involuntary context switch: another process took the core) timed the
   // scheduler as much as the step: it is marked disturbed.
   double sample() override {
+    const StepInputs& in = state_.in;
     rusage before{}, after{};
     getrusage(RUSAGE_SELF, &before);
     timer_.start();
-    const auto& r = session_.step(in_.ids, in_.q, in_.k, in_.v, /*advance=*/false);
+    const auto& r = state_.session.step(in.ids, in.q, in.k, in.v, /*advance=*/false);
     const double s = timer_.stop();
     getrusage(RUSAGE_SELF, &after);
     disturbed_ = after.ru_nivcsw > before.ru_nivcsw;
@@ -94,8 +170,10 @@ class CpuCase final : public Case {
   StepStats stats() const override { return stats_; }
 
  private:
-  cpu::Session session_;
-  StepInputs in_;
+  Prefilled state_;
+  std::string key_;
+  double bytes_ = 0;
+  std::weak_ptr<SessionPool> pool_;  // where the session goes when the case ends
   SteadyTimer timer_;
   StepStats stats_;
   bool disturbed_ = false;
@@ -105,8 +183,17 @@ class CpuBackend final : public Backend {
  public:
   // A sweep builds and drops sessions of one shape by the dozen: their KV arenas are recycled
   // (up to a quarter of what the machine has free now) instead of faulted in afresh each time.
-  CpuBackend() { cpu::set_arena_cache_bytes(static_cast<std::size_t>(available_host_bytes() / 4)); }
-  ~CpuBackend() override { cpu::set_arena_cache_bytes(0); }
+  // Prefilled sessions are kept likewise (SessionPool), within half of it: prefill is most of
+  // a sweep's setup (a batch-4 64K session of the quick spec takes 6 CPU-s), and the search
+  // revisits every bucket each round, so a pool too small for them all misses on every probe.
+  // What it holds counts as available: a case that needs the memory has the pool emptied first.
+  CpuBackend() : pool_(std::make_shared<SessionPool>(available_host_bytes() / 2)) {
+    cpu::set_arena_cache_bytes(static_cast<std::size_t>(available_host_bytes() / 4));
+  }
+  ~CpuBackend() override {
+    pool_->clear();  // its sessions' arenas go to the cache, which then lets them go
+    cpu::set_arena_cache_bytes(0);
+  }
 
   std::string name() const override { return "cpu"; }
   DeviceFingerprint device() const override { return cpu_fingerprint(); }
@@ -134,7 +221,7 @@ class CpuBackend final : public Backend {
       if (!why.empty()) return why;
     }
     const double need = session_bytes(p, true) + 2 * session_bytes(p, false);
-    const long long have = available_bytes();
+    const double have = memory_available();
     if (have > 0 && need > 0.8 * static_cast<double>(have)) {
       std::ostringstream e;
       e << "needs about " << std::fixed << std::setprecision(1) << need / (1 << 30)
@@ -145,11 +232,26 @@ class CpuBackend final : public Backend {
     return "";
   }
 
-  double memory_available() const override { return static_cast<double>(available_bytes()); }
+  // Kept sessions count as available: a case that needs their memory has them dropped first.
+  double memory_available() const override {
+    return static_cast<double>(available_bytes()) + pool_->held_bytes();
+  }
   double case_bytes(const TunePoint& p, bool mac) const override { return session_bytes(p, mac); }
   std::unique_ptr<Case> make_case(const TunePoint& p, bool mac, std::uint64_t seed) override {
     allocate_flush_buffer();
-    return std::make_unique<CpuCase>(p, mac, seed);
+    const cpu::SessionOptions opt = session_options(p, mac);
+    std::string key = prefill_key(opt, seed);
+    const double bytes = session_bytes(p, mac);
+    std::optional<Prefilled> state = pool_->take(key);
+    if (state) {
+      state->session.set_forced(opt.forced);
+    } else {
+      if (bytes > 0.8 * static_cast<double>(available_bytes())) pool_->clear();
+      cpu::Session session(opt);
+      StepInputs in = prefilled_step(session, p.shape.batch, p.context, seed);
+      state.emplace(Prefilled{std::move(session), std::move(in)});
+    }
+    return std::make_unique<CpuCase>(std::move(*state), std::move(key), bytes, pool_);
   }
 
   void flush_caches() override {
@@ -178,6 +280,7 @@ class CpuBackend final : public Backend {
     return c;
   }
 
+  std::shared_ptr<SessionPool> pool_;  // shared with the cases, which may outlive the backend
   std::vector<unsigned char> flush_;
 };
 
