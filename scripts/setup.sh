@@ -69,5 +69,11 @@ if [[ $preset == quick ]]; then
     config+=(-DMACTUNE_ENABLE_CUDA=OFF)
   fi
 fi
+# CI (CI=true) builds the ci preset's layers above kernels/ in unity batches, as the quick start
+# does (MACTUNE_UNITY_BUILD): one build then proves the batches compile and runs every test on
+# them. A developer's ci build keeps one TU a file (quick edits; ccache shared by worktrees).
+if [[ $preset == ci && ${CI:-} == true ]]; then
+  config+=(-DMACTUNE_UNITY_BUILD=ON)
+fi
 cmake --preset "$preset" "${config[@]}" >/dev/null
 cmake --build --preset "$preset" -j "$jobs"
