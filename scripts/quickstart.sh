@@ -3,7 +3,7 @@
 # (the `quick` preset: no tests, benchmarks or fuzzers, which `scripts/test.sh` builds; the CUDA
 # kernels only where nvidia-smi lists a GPU; the layers above kernels/ at -O1), and tune this
 # machine's device with its quick spec: configs/cuda-quick.yaml where a GPU is usable,
-# configs/cpu-quick.yaml otherwise (about 3½ minutes on 2 cores, the baseline included):
+# configs/cpu-quick.yaml otherwise (about 1¼ minutes on 2 cores, the baseline included):
 #   results/<spec>.db        every measurement (SQLite; `mactune db info --db ...`)
 #   dispatch/<spec>.json     the dispatch table a serving engine loads
 #   reports/<spec>/          report.md with SVG plots of speedup and break-even
