@@ -142,6 +142,29 @@ void run_import(const std::string& report, const std::string& path) {
       static_cast<long long>(r.ranges), static_cast<long long>(r.ranges_linked), version.c_str());
 }
 
+// Opens the file for writing, which applies every schema step it lacks and brings its settings
+// columns up to this build's field tables (db/schema.cpp, db/settings.h), each step in its own
+// transaction: what a read-only command (info, export, report, compare) asks for first.
+void run_migrate(const std::string& path) {
+  int before = -1;
+  try {
+    const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
+    before = s.schema_version();
+    std::printf("%s: schema version %d, up to date; nothing to do\n", path.c_str(), before);
+    return;
+  } catch (const InputError&) {
+    // Not readable as it is: an older schema (migrated below), or not a database at all
+    // (refused below, by the writable open, with its own message).
+  }
+  try {
+    const db::Connection c(db::file_uri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    before = db::stored_version(c, path);
+  } catch (const Error&) {
+  }
+  const db::Store s = db::Store::open(path, {.create = false});
+  std::printf("%s: schema version %d -> %d\n", path.c_str(), before, s.schema_version());
+}
+
 struct DbOptions {
   std::string db_path;
   std::vector<std::string> inputs;
@@ -159,6 +182,11 @@ void add_db(CLI::App& app) {
   auto* info = db->add_subcommand("info", "Schema version, row counts, devices and runs");
   info->add_option("--db", opt->db_path, "Database file")->required();
   info->callback([opt] { print_info(opt->db_path); });
+
+  auto* migrate = db->add_subcommand(
+      "migrate", "Bring a database written by an older mactune up to this build's schema");
+  migrate->add_option("--db", opt->db_path, "Database file")->required();
+  migrate->callback([opt] { run_migrate(opt->db_path); });
 
   auto* merge = db->add_subcommand(
       "merge", "Merge databases (e.g. the shards of one sweep) into one, by natural key");

@@ -67,9 +67,9 @@ Bucket read_bucket(const Statement& s, int first) {
 
 const std::vector<std::string>& table_names() {
   static const std::vector<std::string> names = {
-      "devices",      "builds",       "instances",  "workloads", "runs",
-      "measurements", "best_configs", "break_even", "fidelity",  "nsys_reports",
-      "nsys_kernels", "nsys_memops",  "nsys_ranges"};
+      "devices",      "builds",       "instances",    "workloads",  "launches",
+      "runs",         "measurements", "best_configs", "break_even", "fidelity",
+      "nsys_reports", "nsys_kernels", "nsys_memops",  "nsys_ranges"};
   return names;
 }
 
@@ -88,11 +88,12 @@ void Store::write_best_config(const BestConfig& b) {
   auto s = c_.prepare(
       "INSERT INTO best_configs (device_id, build_id, family, policy, bucket, batch, context,"
       " q_heads, kv_heads, head_dim, kv_dtype, page_size, hit_rate, extra, instance_id, params,"
-      " median_s, margin, tie_tolerance, tie_set, decided_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-      " ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
-      " ON CONFLICT (device_id, bucket, family, policy) DO UPDATE SET"
+      " median_s, margin, tie_tolerance, tie_set, decided_at, measurement_id) VALUES (?1, ?2,"
+      " ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,"
+      " ?22) ON CONFLICT (device_id, bucket, family, policy) DO UPDATE SET"
       " build_id = excluded.build_id, instance_id = excluded.instance_id,"
-      " params = excluded.params, median_s = excluded.median_s, margin = excluded.margin,"
+      " params = excluded.params, measurement_id = excluded.measurement_id,"
+      " median_s = excluded.median_s, margin = excluded.margin,"
       " tie_tolerance = excluded.tie_tolerance, tie_set = excluded.tie_set,"
       " decided_at = excluded.decided_at");
   s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, name_of(b.family)).bind(4, b.policy);
@@ -100,6 +101,7 @@ void Store::write_best_config(const BestConfig& b) {
   s.bind(13, b.hit_rate).bind(14, b.extra).bind(15, instance_id).bind(16, b.params);
   s.bind(17, b.median_s).bind(18, b.margin).bind(19, b.tie_tolerance);
   s.bind(20, tie_set_json(b.tie_set)).bind(21, b.decided_at.empty() ? now_utc() : b.decided_at);
+  s.bind_id(22, b.measurement_id);
   s.run();
 }
 
@@ -107,7 +109,7 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
   auto s = c_.prepare(
       "SELECT b.build_id, b.family, b.policy, b.batch, b.context, b.q_heads, b.kv_heads,"
       " b.head_dim, b.kv_dtype, b.page_size, b.hit_rate, b.extra, i.name, b.params, b.median_s,"
-      " b.margin, b.tie_tolerance, b.tie_set, b.decided_at"
+      " b.margin, b.tie_tolerance, b.tie_set, b.decided_at, b.measurement_id"
       " FROM best_configs b JOIN instances i ON i.id = b.instance_id WHERE b.device_id = ?1"
       " ORDER BY b.bucket, b.family, b.policy");
   s.bind(1, device_id);
@@ -133,6 +135,7 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
     ties.bind(1, s.text(17));
     while (ties.step()) b.tie_set.push_back({ties.text(0), ties.text(1), ties.real(2)});
     b.decided_at = s.text(18);
+    b.measurement_id = s.is_null(19) ? 0 : s.int64(19);
     out.push_back(std::move(b));
   }
   return out;
@@ -150,13 +153,16 @@ void Store::write_break_even(const BreakEvenRow& b) {
   auto s = c_.prepare(
       "INSERT INTO break_even (device_id, build_id, policy, status, bucket, batch, context,"
       " q_heads, kv_heads, head_dim, kv_dtype, page_size, extra, hit_rate, speedup,"
-      " mac_instance_id, mac_params, full_instance_id, full_params, notes, decided_at)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
-      " ?18, ?19, ?20, ?21) ON CONFLICT (device_id, bucket, policy) DO UPDATE SET"
+      " mac_instance_id, mac_params, full_instance_id, full_params, notes, decided_at,"
+      " mac_measurement_id, full_measurement_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+      " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)"
+      " ON CONFLICT (device_id, bucket, policy) DO UPDATE SET"
       " build_id = excluded.build_id, status = excluded.status, hit_rate = excluded.hit_rate,"
       " speedup = excluded.speedup, mac_instance_id = excluded.mac_instance_id,"
       " mac_params = excluded.mac_params, full_instance_id = excluded.full_instance_id,"
       " full_params = excluded.full_params, notes = excluded.notes,"
+      " mac_measurement_id = excluded.mac_measurement_id,"
+      " full_measurement_id = excluded.full_measurement_id,"
       " decided_at = excluded.decided_at");
   s.bind(1, b.device_id).bind_id(2, b.build_id).bind(3, b.policy);
   s.bind(4, name_of(b.status));
@@ -165,6 +171,7 @@ void Store::write_break_even(const BreakEvenRow& b) {
   s.bind(13, b.extra).bind(14, b.hit_rate).bind(15, b.speedup);
   s.bind(16, mac_id).bind(17, b.mac_params).bind(18, full_id).bind(19, b.full_params);
   s.bind(20, b.notes).bind(21, b.decided_at.empty() ? now_utc() : b.decided_at);
+  s.bind_id(22, b.mac_measurement_id).bind_id(23, b.full_measurement_id);
   s.run();
 }
 
@@ -173,7 +180,8 @@ std::vector<BreakEvenRow> Store::break_evens(Id device_id) const {
       "SELECT b.build_id, b.policy, b.status, b.batch, b.context, b.q_heads, b.kv_heads,"
       " b.head_dim, b.kv_dtype, b.page_size, b.extra, b.hit_rate, b.speedup,"
       " COALESCE(mi.name, ''), b.mac_params, COALESCE(fi.name, ''), b.full_params, b.notes,"
-      " b.decided_at FROM break_even b LEFT JOIN instances mi ON mi.id = b.mac_instance_id"
+      " b.decided_at, b.mac_measurement_id, b.full_measurement_id"
+      " FROM break_even b LEFT JOIN instances mi ON mi.id = b.mac_instance_id"
       " LEFT JOIN instances fi ON fi.id = b.full_instance_id WHERE b.device_id = ?1"
       " ORDER BY b.bucket, b.policy");
   s.bind(1, device_id);
@@ -194,6 +202,8 @@ std::vector<BreakEvenRow> Store::break_evens(Id device_id) const {
     b.full_params = s.text(16);
     b.notes = s.text(17);
     b.decided_at = s.text(18);
+    b.mac_measurement_id = s.is_null(19) ? 0 : s.int64(19);
+    b.full_measurement_id = s.is_null(20) ? 0 : s.int64(20);
     out.push_back(std::move(b));
   }
   return out;

@@ -46,6 +46,33 @@ std::string join_by(const std::string& table, const std::string& col, const std:
          " " + a + " ON " + a + "." + key + " = s" + a + "." + key;
 }
 
+// A launch row: by backend and key.
+std::string join_launch(const std::string& col, const std::string& a) {
+  return " LEFT JOIN src.launches s" + a + " ON s" + a + ".id = s." + col +
+         " LEFT JOIN main.launches " + a + " ON " + a + ".backend = s" + a + ".backend AND " + a +
+         ".key = s" + a + ".key";
+}
+// A measurement row (a decision's reference): by its point key, each id in it mapped through
+// its own natural key. Measurements are copied before decisions, so the row is there.
+std::string join_measurement(const std::string& col, const std::string& a) {
+  const std::string s = "s" + a;
+  return " LEFT JOIN src.measurements " + s + " ON " + s + ".id = s." + col +
+         " LEFT JOIN src.devices " + s + "d ON " + s + "d.id = " + s + ".device_id" +
+         " LEFT JOIN main.devices " + a + "d ON " + a + "d.fingerprint = " + s + "d.fingerprint" +
+         " LEFT JOIN src.builds " + s + "b ON " + s + "b.id = " + s + ".build_id" +
+         " LEFT JOIN main.builds " + a + "b ON " + a + "b.git_revision = " + s +
+         "b.git_revision AND " + a + "b.compiler = " + s + "b.compiler AND " + a +
+         "b.registry_hash = " + s + "b.registry_hash" + " LEFT JOIN src.instances " + s + "i ON " +
+         s + "i.id = " + s + ".instance_id" + " LEFT JOIN main.instances " + a + "i ON " + a +
+         "i.name = " + s + "i.name" + " LEFT JOIN src.workloads " + s + "w ON " + s +
+         "w.id = " + s + ".workload_id" + " LEFT JOIN main.workloads " + a + "w ON " + a +
+         "w.key = " + s + "w.key" + " LEFT JOIN main.measurements " + a + " ON " + a +
+         ".device_id = " + a + "d.id AND " + a + ".build_id = " + a + "b.id AND " + a +
+         ".instance_id = " + a + "i.id AND " + a + ".params = " + s + ".params AND " + a +
+         ".workload_id = " + a + "w.id AND " + a + ".policy = " + s + ".policy AND " + a +
+         ".cold = " + s + ".cold";
+}
+
 // "SET c = excluded.c, ..." over every non-key column of a table.
 std::string set_all(const std::vector<std::string>& columns, const std::set<std::string>& keep) {
   std::string out;
@@ -73,6 +100,7 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
       {"builds", {}, "", "ON CONFLICT (git_revision, compiler, registry_hash) DO NOTHING"},
       {"instances", {}, "", "ON CONFLICT (name) DO NOTHING"},
       {"workloads", {}, "", "ON CONFLICT (key) DO NOTHING"},
+      {"launches", {}, "", "ON CONFLICT (backend, key) DO NOTHING"},
       {"runs",
        {{"device_id", "d.id"}, {"build_id", "b.id"}},
        join_device("device_id", "d") + join_build("build_id", "b", false),
@@ -85,20 +113,24 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
         {"build_id", "b.id"},
         {"instance_id", "i.id"},
         {"workload_id", "w.id"},
-        {"run_id", "r.id"}},
+        {"run_id", "r.id"},
+        {"launch_id", "l.id"}},
        join_device("device_id", "d") + join_build("build_id", "b", false) +
            join_instance("instance_id", "i", false) +
            join_by("workloads", "workload_id", "w", "key", false) +
-           join_by("runs", "run_id", "r", "run_key", true),
+           join_by("runs", "run_id", "r", "run_key", true) + join_launch("launch_id", "l"),
        "ON CONFLICT (" + point + ") DO UPDATE" +
            set_all(cols("measurements"), {"device_id", "build_id", "instance_id", "params",
                                           "workload_id", "policy", "cold"}) +
            " WHERE excluded.status = 'ok' AND (measurements.status = 'failed' OR"
            " (measurements.partial = 1 AND excluded.partial = 0))"},
       {"best_configs",
-       {{"device_id", "d.id"}, {"build_id", "b.id"}, {"instance_id", "i.id"}},
+       {{"device_id", "d.id"},
+        {"build_id", "b.id"},
+        {"instance_id", "i.id"},
+        {"measurement_id", "cm.id"}},
        join_device("device_id", "d") + join_build("build_id", "b", true) +
-           join_instance("instance_id", "i", false),
+           join_instance("instance_id", "i", false) + join_measurement("measurement_id", "cm"),
        "ON CONFLICT (device_id, bucket, family, policy) DO UPDATE" +
            set_all(cols("best_configs"), {"device_id", "bucket", "family", "policy"}) +
            " WHERE excluded.decided_at > best_configs.decided_at"},
@@ -106,10 +138,14 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
        {{"device_id", "d.id"},
         {"build_id", "b.id"},
         {"mac_instance_id", "mi.id"},
-        {"full_instance_id", "fi.id"}},
+        {"full_instance_id", "fi.id"},
+        {"mac_measurement_id", "mm.id"},
+        {"full_measurement_id", "fm.id"}},
        join_device("device_id", "d") + join_build("build_id", "b", true) +
            join_instance("mac_instance_id", "mi", true) +
-           join_instance("full_instance_id", "fi", true),
+           join_instance("full_instance_id", "fi", true) +
+           join_measurement("mac_measurement_id", "mm") +
+           join_measurement("full_measurement_id", "fm"),
        "ON CONFLICT (device_id, bucket, policy) DO UPDATE" +
            set_all(cols("break_even"), {"device_id", "bucket", "policy"}) +
            " WHERE excluded.decided_at > break_even.decided_at"},

@@ -23,9 +23,12 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
       " i.name, i.backend, i.family, i.config, w.context, w.extra, " +
       detail::field_columns<Problem>("w") + ", " + detail::field_columns<ForcedHits>("w") + ", " +
       detail::field_columns<MacParams>("w") +
-      ", m.partial, m.samples_s, m.kv_tokens_read, m.kv_tokens_total" +
+      ", m.partial, m.samples_s, m.kv_tokens_read, m.kv_tokens_total, l.id, " +
+      detail::launch_column_list("l") +
       " FROM measurements m JOIN instances i ON i.id = m.instance_id"
-      " JOIN workloads w ON w.id = m.workload_id WHERE m.device_id = ?1";
+      " JOIN workloads w ON w.id = m.workload_id LEFT JOIN launches l ON l.id = m.launch_id"
+      " WHERE m.device_id = ?1";
+  if (f.id) sql += " AND m.id = ?8";
   if (f.build_id) sql += " AND m.build_id = ?2";
   if (f.workload_id) sql += " AND m.workload_id = ?3";
   if (f.instance) sql += " AND i.name = ?4";
@@ -42,6 +45,7 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
   if (f.family) s.bind(5, name_of(*f.family));
   if (f.policy) s.bind(6, *f.policy);
   if (f.cold) s.bind(7, *f.cold ? 1 : 0);
+  if (f.id) s.bind(8, *f.id);
 
   std::vector<MeasurementRow> rows;
   while (s.step()) {
@@ -80,6 +84,13 @@ std::vector<MeasurementRow> Store::measurements(const MeasurementFilter& f) cons
     if (!s.is_null(col + 1)) m.samples = parse_samples_text(s.text(col + 1));
     m.kv_tokens_read = s.opt_int64(col + 2);
     m.kv_tokens_total = s.opt_int64(col + 3);
+    if (!s.is_null(col + 4)) {
+      try {
+        r.launch = detail::read_launch(s, col + 5, r.instance.backend);
+      } catch (const InputError& e) {
+        input_error(path_, ": measurement ", r.id, ": ", e.what());
+      }
+    }
     rows.push_back(std::move(r));
   }
   return rows;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "db/nsys_schema.h"
+#include "db/settings.h"
 
 namespace mactune::db {
 namespace {
@@ -448,6 +449,126 @@ void apply_v8(Connection& c) {
   c.exec(kSchemaV8BreakEven);
 }
 
+// Version 9. Launches and the configs of decisions, typed. A measurement's launch params were
+// only its `params` text ("threads=1,chunk_tokens=256,..."), parsed back by every reader; a
+// decision re-serialised its config (the launch text, ';', the MAC settings text) and was parsed
+// back for incumbents. Now `launches` holds each (backend, launch) once, one column per param
+// field of the backend's engine table (db/settings.h), and a measurement references its row
+// (`params` stays: the point's natural key, and the text to read by hand). A decision references
+// a measurement of the config it chose (best_configs.measurement_id, break_even's
+// mac_measurement_id / full_measurement_id): its instance, typed launch and, for MAC, its
+// workload's typed MAC settings are the config. The step fills both from the texts: a params
+// text this build's tables do not read, or a decision whose config matches no ok measurement
+// of its device and policy, keeps NULL (no typed launch; no incumbent). Deleting a referenced
+// measurement (by hand: the store never deletes an ok row) sets the reference NULL.
+constexpr const char* kSchemaV9 = R"sql(
+CREATE TABLE launches (
+  id      INTEGER PRIMARY KEY,
+  backend TEXT NOT NULL CHECK (backend IN ('cpu', 'cuda')),
+  key     TEXT NOT NULL,                  -- every param field, canonical: 'threads=1,...'
+  UNIQUE (backend, key)
+);
+ALTER TABLE measurements ADD COLUMN launch_id INTEGER REFERENCES launches(id);
+ALTER TABLE best_configs ADD COLUMN measurement_id INTEGER REFERENCES measurements(id) ON DELETE SET NULL;
+ALTER TABLE break_even ADD COLUMN mac_measurement_id INTEGER REFERENCES measurements(id)
+  ON DELETE SET NULL;
+ALTER TABLE break_even ADD COLUMN full_measurement_id INTEGER REFERENCES measurements(id)
+  ON DELETE SET NULL;
+)sql";
+
+// The measurement a v8 decision's config names: an ok row of the decision's device, policy,
+// bucket (and build and hit rate, when it has them) with the instance, the launch text and,
+// when the text has them, the MAC settings; the earliest such row. 0 when there is none.
+std::int64_t measurement_of_config(Connection& c, const std::string& table, std::int64_t row,
+                                   std::int64_t instance, const std::string& params) {
+  const auto semi = params.find(';');
+  const std::string launch = params.substr(0, semi);
+  std::optional<std::string> mac;
+  if (semi != std::string::npos) {
+    try {
+      MacParams m;
+      parse_fields_text(m, std::string_view(params).substr(semi + 1));
+      mac = fields_text(m);
+    } catch (const InputError&) {
+      return 0;  // settings this build does not read
+    }
+  }
+  const bool at_hit_rate = table == "best_configs";  // break_even.hit_rate is its result
+  auto q = c.prepare(
+      "SELECT m.id, " + detail::field_columns<MacParams>("w") + " FROM " + table +
+      " d JOIN measurements m ON m.device_id = d.device_id AND m.policy = d.policy AND"
+      " (d.build_id IS NULL OR m.build_id = d.build_id)"
+      " JOIN workloads w ON w.id = m.workload_id AND w.batch = d.batch AND"
+      " w.context = d.context AND w.q_heads = d.q_heads AND w.kv_heads = d.kv_heads AND"
+      " w.head_dim = d.head_dim AND w.kv_dtype = d.kv_dtype AND w.page_size = d.page_size" +
+      std::string(at_hit_rate ? " AND (d.hit_rate IS NULL OR w.hit_rate = d.hit_rate)" : "") +
+      " WHERE d.id = ?1 AND m.instance_id = ?2 AND m.params = ?3 AND m.status = 'ok'"
+      " ORDER BY m.id");
+  q.bind(1, row).bind(2, instance).bind(3, launch);
+  while (q.step()) {
+    if (!mac) return q.int64(0);
+    MacParams m;
+    try {
+      detail::read_fields(q, 1, m);
+    } catch (const InputError&) {
+      continue;
+    }
+    if (fields_text(m) == *mac) return q.int64(0);
+  }
+  return 0;
+}
+
+void apply_v9(Connection& c) {
+  c.exec(kSchemaV9);
+  detail::sync_launch_columns(c);
+  detail::add_settings_columns(c);  // the MAC settings columns the decisions are matched by
+  std::vector<std::pair<std::string, std::string>> launches;  // (backend, params)
+  {
+    auto s = c.prepare(
+        "SELECT DISTINCT i.backend, m.params FROM measurements m"
+        " JOIN instances i ON i.id = m.instance_id");
+    while (s.step()) launches.emplace_back(s.text(0), s.text(1));
+  }
+  auto u = c.prepare(
+      "UPDATE measurements SET launch_id = ?3 WHERE params = ?2 AND instance_id IN"
+      " (SELECT id FROM instances WHERE backend = ?1)");
+  for (const auto& [backend, params] : launches) {
+    std::int64_t id = 0;
+    try {
+      id = detail::upsert_launch(c, parse_enum<Backend>(backend), params);
+    } catch (const InputError&) {
+      continue;  // a text this build's engine tables do not read: no typed launch
+    }
+    u.reset();
+    u.bind(1, backend).bind(2, params).bind(3, id).run();
+  }
+  struct Ref {
+    std::string table, column;
+    std::int64_t row, instance;
+    std::string params;
+  };
+  std::vector<Ref> refs;
+  {
+    auto s = c.prepare("SELECT id, instance_id, params FROM best_configs");
+    while (s.step())
+      refs.push_back({"best_configs", "measurement_id", s.int64(0), s.int64(1), s.text(2)});
+    auto b = c.prepare(
+        "SELECT id, mac_instance_id, mac_params, full_instance_id, full_params FROM break_even");
+    while (b.step()) {
+      if (!b.is_null(1))
+        refs.push_back({"break_even", "mac_measurement_id", b.int64(0), b.int64(1), b.text(2)});
+      if (!b.is_null(3))
+        refs.push_back({"break_even", "full_measurement_id", b.int64(0), b.int64(3), b.text(4)});
+    }
+  }
+  for (const Ref& r : refs) {
+    const std::int64_t m = measurement_of_config(c, r.table, r.row, r.instance, r.params);
+    if (m == 0) continue;
+    auto set = c.prepare("UPDATE " + r.table + " SET " + r.column + " = ?2 WHERE id = ?1");
+    set.bind(1, r.row).bind(2, m).run();
+  }
+}
+
 void begin_schema_version_table(Connection& c) {
   c.exec(
       "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -478,6 +599,10 @@ const std::vector<Migration>& builtin_migrations() {
        "measurements.kv_tokens_read, kv_tokens_total: the step's KV tokens, typed (were notes);"
        " break_even.status 'found' spelt 'ok'",
        apply_v8},
+      {9,
+       "launches: a measurement's launch params typed (launch_id); decisions reference a"
+       " measurement of the config they chose",
+       apply_v9},
   };
   return m;
 }

@@ -129,7 +129,112 @@ void rekey_all(Connection& c) {
   }
 }
 
+// The launches columns of each backend with a NULL where the backend's row should hold a value.
+std::string launch_gaps(const Connection& c) {
+  if (!c.table_exists("launches")) return "";
+  const auto have = columns_of(c, "launches");
+  for (const Backend b : {Backend::cpu, Backend::cuda})
+    for (const LaunchField& f : launch_fields(b)) {
+      if (!have.count(f.name)) return "launches has no column '" + f.name + "' yet";
+      auto q = c.prepare("SELECT EXISTS (SELECT 1 FROM launches WHERE backend = ?1 AND " +
+                         sql_ident(f.name) + " IS NULL)");
+      q.bind(1, name_of(b));
+      if (q.step() && q.int64(0) != 0)
+        return "launches rows of " + std::string(name_of(b)) + " have no " + f.name + " yet";
+    }
+  return "";
+}
+
 }  // namespace
+
+const std::vector<LaunchColumn>& launch_columns() {
+  static const std::vector<LaunchColumn> cols = [] {
+    std::vector<LaunchColumn> out;
+    for (const Backend b : {Backend::cpu, Backend::cuda})
+      for (const LaunchField& f : launch_fields(b)) {
+        bool seen = false;
+        for (const LaunchColumn& c : out)
+          if (c.name == f.name) {
+            MACTUNE_CHECK(sql_type(c.type) == sql_type(f.type), "launch field '", f.name,
+                          "' has another type in the ", name_of(b),
+                          " engine table than in the other: one column cannot hold both");
+            seen = true;
+          }
+        if (!seen) out.push_back({f.name, f.type});
+      }
+    return out;
+  }();
+  return cols;
+}
+
+std::string launch_column_list(std::string_view table) {
+  std::string out;
+  for (const LaunchColumn& c : launch_columns()) {
+    if (!out.empty()) out += ", ";
+    if (!table.empty()) out += std::string(table) + ".";
+    out += sql_ident(c.name);
+  }
+  return out;
+}
+
+LaunchParams read_launch(const Statement& s, int first, Backend backend) {
+  const auto& cols = launch_columns();
+  return with_engine(backend, [&](auto e) {
+    using Engine = decltype(e);
+    for (const Field<Engine>& f : fields_of<Engine>()) {
+      if (f.role != FieldRole::param) continue;
+      int col = first;
+      while (cols[static_cast<std::size_t>(col - first)].name != f.name) ++col;
+      try {
+        const Scalar v = read_scalar(s, col, f.type);
+        // An instance field travels as "auto" when left to the engine, as launch_params_of().
+        f.set(e, f.check(f.type == FieldType::instance && v == Scalar(std::string("auto"))
+                             ? Scalar(std::string())
+                             : v));
+      } catch (const InputError& err) {
+        input_error("stored launch ", f.name, ": ", err.what());
+      }
+    }
+    return launch_params_of(e);
+  });
+}
+
+void sync_launch_columns(Connection& c) {
+  if (!c.table_exists("launches")) return;
+  const auto have = columns_of(c, "launches");
+  for (const LaunchColumn& col : launch_columns())
+    if (!have.count(col.name))
+      c.exec("ALTER TABLE launches ADD COLUMN " + sql_ident(col.name) + " " + sql_type(col.type));
+  for (const Backend b : {Backend::cpu, Backend::cuda})
+    for (const LaunchField& f : launch_fields(b)) {
+      auto u = c.prepare("UPDATE launches SET " + sql_ident(f.name) +
+                         " = ?2 WHERE backend = ?1 AND " + sql_ident(f.name) + " IS NULL");
+      u.bind(1, name_of(b));
+      bind_scalar(u, 2, f.default_value);
+      u.run();
+    }
+}
+
+std::int64_t upsert_launch(Connection& c, Backend backend, std::string_view params) {
+  const LaunchParams launch = parse_launch_params(backend, params);
+  const std::string key = launch_params_text(launch);
+  std::string cols = "backend, key", marks = "?1, ?2";
+  int at = 3;
+  for (const auto& [name, value] : launch) {
+    cols += ", " + sql_ident(name);
+    marks += ", ?" + std::to_string(at++);
+  }
+  auto ins = c.prepare("INSERT INTO launches (" + cols + ") VALUES (" + marks +
+                       ") ON CONFLICT (backend, key) DO NOTHING");
+  ins.bind(1, name_of(backend)).bind(2, key);
+  at = 3;
+  for (const auto& [name, value] : launch) bind_scalar(ins, at++, value);
+  ins.run();
+  auto sel = c.prepare("SELECT id FROM launches WHERE backend = ?1 AND key = ?2");
+  sel.bind(1, name_of(backend)).bind(2, key);
+  MACTUNE_CHECK(sel.step(), "launch '", key, "' was not stored");
+  return sel.int64(0);
+}
 
 void bind_scalar(Statement& s, int index, const Scalar& v) {
   if (const auto* i = std::get_if<std::int64_t>(&v))
@@ -155,9 +260,7 @@ Scalar read_scalar(const Statement& s, int col, FieldType type) {
   }
 }
 
-void sync_settings(Connection& c) {
-  if (settings_mismatch(c).empty()) return;  // the common case: no write lock taken
-  Transaction t(c);
+bool add_settings_columns(Connection& c) {
   bool added = false;
   for (const Column& col : settings_columns()) {
     if (columns_of(c, col.table).count(col.name)) continue;
@@ -165,6 +268,14 @@ void sync_settings(Connection& c) {
            " NOT NULL DEFAULT " + col.default_sql);
     added = true;
   }
+  return added;
+}
+
+void sync_settings(Connection& c) {
+  if (settings_mismatch(c).empty()) return;  // the common case: no write lock taken
+  Transaction t(c);
+  const bool added = add_settings_columns(c);
+  if (!launch_gaps(c).empty()) sync_launch_columns(c);
   const std::string digest = key_format_digest();
   if (added || stored_digest(c) != digest) {
     rekey_all(c);
@@ -179,7 +290,7 @@ std::string settings_mismatch(const Connection& c) {
     if (!columns_of(c, col.table).count(col.name))
       return col.table + " has no column '" + col.name + "' yet";
   if (stored_digest(c) != key_format_digest()) return "its keys are spelt by an older mactune";
-  return "";
+  return launch_gaps(c);
 }
 
 }  // namespace mactune::db::detail

@@ -13,6 +13,7 @@
 
 #include "db/sqlite.h"
 #include "kernels/fields.h"
+#include "kernels/launch_params.h"
 
 namespace mactune::db::detail {
 
@@ -53,6 +54,35 @@ int read_fields(const Statement& s, int first, S& v) {
   }
   return first;
 }
+
+// The columns of the `launches` table after (id, backend, key): one per param field of either
+// engine (kernels/launch_params.h), named by the field's name (the name specs, params texts and
+// dispatch tables spell), in the CPU table's order, then the CUDA fields the CPU table lacks.
+// A name both tables use (chunk_tokens, match_mode) is one column, of one type; a row holds
+// NULL in the columns of fields its backend does not have.
+struct LaunchColumn {
+  std::string name;
+  FieldType type = FieldType::integer;
+};
+const std::vector<LaunchColumn>& launch_columns();
+// "l.\"threads\", l.\"chunk_tokens\", ...": launch_columns(), quoted, prefixed with `table.`.
+std::string launch_column_list(std::string_view table = {});
+// Reads a launch row's values from column `first` on (as launch_column_list() lists them): the
+// backend's param fields, in its table's order. A stored value this build does not accept
+// throws InputError naming it.
+LaunchParams read_launch(const Statement& s, int first, Backend backend);
+// Adds the launch columns a file lacks and gives the rows of each backend the defaults of
+// fields they have no value for (what they were measured with). No-op without the table.
+void sync_launch_columns(Connection& c);
+// The row id of a launch in `launches` (inserted when new), keyed by its canonical text (every
+// param field, in table order): `params` may omit fields or use aliases. InputError when it
+// does not read through the backend's engine table.
+std::int64_t upsert_launch(Connection& c, Backend backend, std::string_view params);
+
+// Adds the settings columns of fields a file lacks, holding the fields' defaults (a migration
+// step that reads settings columns calls it first; the keys are rebuilt by sync_settings).
+// Whether it added any.
+bool add_settings_columns(Connection& c);
 
 // Brings the settings columns and the derived keys of a writable database up to this build's
 // field tables (inside one transaction).

@@ -215,11 +215,11 @@ Store Store::open(const std::string& path, const OpenOptions& options) {
       MACTUNE_REQUIRE(have <= latest, "'", path, "' has schema version ", have,
                       ", newer than this mactune understands (", latest, ")");
       MACTUNE_REQUIRE(have == latest, "'", path, "' has schema version ", have,
-                      "; this mactune reads version ", latest,
-                      " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
+                      "; this mactune reads version ", latest, " (`mactune db migrate --db ", path,
+                      "` brings it up to date)");
       const std::string stale = c.table_exists("key_formats") ? detail::settings_mismatch(c) : "";
-      MACTUNE_REQUIRE(stale.empty(), "'", path, "': ", stale,
-                      " (open it once for writing, e.g. `mactune db merge`, to migrate it)");
+      MACTUNE_REQUIRE(stale.empty(), "'", path, "': ", stale, " (`mactune db migrate --db ", path,
+                      "` brings it up to date)");
     } else {
       try {
         migrate(c, path, migrations);
@@ -459,6 +459,16 @@ RecordOutcome Store::record_locked(const Measurement& m) {
   const bool replaces_partial = was_partial && ok && !m.partial;
   if (existing && (*existing == PointStatus::ok || !ok) && !replaces_partial)
     return RecordOutcome::kept_existing;
+  // The launch, typed, through the engine table of the instance's backend.
+  const auto inst = instance(p.instance_id);
+  MACTUNE_CHECK(inst.has_value(), "measurement of instance id ", p.instance_id,
+                ", which is not stored; upsert_instance() it first");
+  Id launch_id = 0;
+  try {
+    launch_id = detail::upsert_launch(c_, inst->backend, p.params);
+  } catch (const InputError& e) {
+    input_error("launch params '", p.params, "' of ", inst->name, ": ", e.what());
+  }
   if (existing) {  // a stored failure (or partial row), now measured: the new row replaces it
     auto del = c_.prepare(std::string("DELETE FROM measurements") + kPointWhere);
     bind_point(del, p);
@@ -468,9 +478,9 @@ RecordOutcome Store::record_locked(const Measurement& m) {
       "INSERT INTO measurements (device_id, build_id, instance_id, params, workload_id, policy,"
       " cold, run_id, status, error, median_s, q1_s, q3_s, min_s, max_s, mean_s, samples,"
       " rel_noise, stop_reason, modeled_bytes, clock_mhz, throttled_samples, notes, started_at,"
-      " finished_at, partial, samples_s, kv_tokens_read, kv_tokens_total) VALUES (?1, ?2, ?3,"
-      " ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,"
-      " ?23, ?24, ?25, ?26, ?27, ?28, ?29)");
+      " finished_at, partial, samples_s, kv_tokens_read, kv_tokens_total, launch_id) VALUES"
+      " (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,"
+      " ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)");
   bind_point(ins, p);
   ins.bind_id(8, m.run_id).bind(9, name_of(m.status)).bind(10, m.error);
   const TimeStats& s = m.stats;
@@ -494,6 +504,7 @@ RecordOutcome Store::record_locked(const Measurement& m) {
   else
     ins.bind_null(27);
   ins.bind(28, m.kv_tokens_read).bind(29, m.kv_tokens_total);
+  ins.bind(30, launch_id);
   ins.run();
   if (replaces_partial) return RecordOutcome::replaced_partial;
   return existing ? RecordOutcome::replaced_failure : RecordOutcome::inserted;

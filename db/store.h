@@ -37,6 +37,7 @@
 #include "kernels/device.h"
 #include "kernels/forced.h"
 #include "kernels/instance.h"
+#include "kernels/launch_params.h"
 #include "kernels/problem.h"
 #include "kernels/stop_reason.h"
 #include "kernels/time_stats.h"
@@ -156,11 +157,16 @@ struct MeasurementRow {
   Measurement m{};
   InstanceDesc instance{};
   Workload workload{};
+  // The launch params of m.point.params, typed (the row's `launches` row: every param field of
+  // the instance's engine, in table order). Empty only for a row a migration could not read
+  // (a params text this build's engine tables do not know).
+  LaunchParams launch{};
 };
 
 // Which measurements to read. Unset fields match everything.
 struct MeasurementFilter {
-  Id device_id = 0;  // required
+  Id device_id = 0;        // required
+  std::optional<Id> id{};  // one row
   std::optional<Id> build_id{};
   std::optional<Id> workload_id{};
   std::optional<std::string> instance{};  // canonical name
@@ -196,7 +202,11 @@ struct BestConfig {
   Family family = Family::mac;  // what was chosen among: MAC configs or full-attention ones
   std::string policy{};
   std::string instance{};  // canonical name; must be stored in instances
-  std::string params{};
+  std::string params{};    // the config as text (launch, ';', MAC settings), to read by hand
+  // A measurement of the chosen config (its instance, typed launch and, for MAC, its
+  // workload's MAC settings are the config); 0: none (a decision migrated from a file whose
+  // measurements no longer hold it). What readers take the config from.
+  Id measurement_id = 0;
   double median_s = 0;
   std::optional<double> margin{};  // runner-up median / best median - 1
   double tie_tolerance = 0.01;
@@ -218,6 +228,7 @@ struct BreakEvenRow {
   std::optional<double> speedup{};   // full median / MAC median at hit_rate
   std::string mac_instance{}, mac_params{};
   std::string full_instance{}, full_params{};
+  Id mac_measurement_id = 0, full_measurement_id = 0;  // of those configs (0: none)
   std::string notes{};
   std::string decided_at{};
 };

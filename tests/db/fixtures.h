@@ -50,6 +50,16 @@ inline BuildInfo test_build(const std::string& rev = "abc123def456") {
   return {rev, "GNU 12.2.0", "r0123456789abcdef", "0.1.0", "RelWithDebInfo"};
 }
 
+// SQL that takes a file this build wrote back to schema 8 (tests of older steps undo the later
+// ones first): v9's launch table and the ids that reference rows.
+inline constexpr const char* kUndoV9 =
+    "ALTER TABLE measurements DROP COLUMN launch_id;"
+    "ALTER TABLE best_configs DROP COLUMN measurement_id;"
+    "ALTER TABLE break_even DROP COLUMN mac_measurement_id;"
+    "ALTER TABLE break_even DROP COLUMN full_measurement_id;"
+    "DROP TABLE launches;"
+    "DELETE FROM schema_version WHERE version >= 9;";
+
 inline InstanceDesc test_instance(const std::string& family = "mac", int hd = 128) {
   return InstanceDesc::named(family + "_cpu_avx2_hd" + std::to_string(hd) + "_bf16", Backend::cpu,
                              parse_enum<Family>(family),
@@ -100,7 +110,7 @@ inline Keys add_keys(Store& s) {
 // An ok measurement of `instance` at `workload`.
 inline Measurement ok_point(const Keys& k, Id instance, Id workload, double median_s) {
   Measurement m;
-  m.point = {k.device, k.build, instance, "chunk=256,threads=2", workload, "cpu-wall", true};
+  m.point = {k.device, k.build, instance, "chunk_tokens=256,threads=2", workload, "cpu-wall", true};
   m.stats = test_stats(median_s);
   m.stop_reason = StopReason::noise;
   m.modeled_bytes = 1.5e9;

@@ -44,7 +44,7 @@ Measurement point(Store& s, int i) {
   m.point = {s.upsert_device(test_device()),
              s.upsert_build(test_build()),
              s.upsert_instance(test_instance()),
-             "chunk=" + std::to_string(64 * (i + 1)),
+             "chunk_tokens=" + std::to_string(64 * (i + 1)),
              s.upsert_workload(test_workload(1 + i % 4, 4096, 0.5)),
              "cpu-wall",
              true};

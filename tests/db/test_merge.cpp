@@ -34,7 +34,7 @@ std::vector<GridPoint> grid() {
   int i = 0;
   for (const char* family : {"mac", "full"})
     for (double hit : {0.0, 0.5, 0.9})
-      for (const char* params : {"chunk=256,threads=2", "chunk=512,threads=2"})
+      for (const char* params : {"chunk_tokens=256,threads=2", "chunk_tokens=512,threads=2"})
         g.push_back({test_instance(family), test_workload(2, 4096, hit), params,
                      1e-4 * (1 + i++) + 1e-6 * hit});
   return g;
@@ -262,9 +262,10 @@ TEST(Db_Export, MeasurementsViewCsvRoundTrips) {
   {
     Store s = Store::open(dir.file("a.db"));
     Measurement m;
-    m.point = {1, 1, 1, "chunk=\"odd\",\nthreads=1", 1, "cpu-wall", false};
+    // Text with a comma (params), a quote and a line break (error): CSV quoting.
+    m.point = {1, 1, 1, "chunk_tokens=64,threads=1", 1, "cpu-wall", false};
     m.status = PointStatus::failed;
-    m.error = "refused: head_dim, dtype";
+    m.error = "refused: \"odd\" head_dim,\ndtype";
     s.record_measurement(m);
   }
   Store s = Store::open(dir.file("a.db"), {.mode = OpenMode::read_only});
@@ -283,8 +284,8 @@ TEST(Db_Export, MeasurementsViewCsvRoundTrips) {
   std::set<double> medians;
   for (std::size_t i = 1; i < rows.size(); ++i) {
     if (rows[i][col("status")] == "failed") {
-      EXPECT_EQ(rows[i][col("params")], "chunk=\"odd\",\nthreads=1");
-      EXPECT_EQ(rows[i][col("error")], "refused: head_dim, dtype");
+      EXPECT_EQ(rows[i][col("params")], "chunk_tokens=64,threads=1");
+      EXPECT_EQ(rows[i][col("error")], "refused: \"odd\" head_dim,\ndtype");
       EXPECT_EQ(rows[i][col("median_s")], "");  // NULL
       EXPECT_EQ(rows[i][col("cold")], "0");
       continue;

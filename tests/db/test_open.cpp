@@ -38,7 +38,7 @@ void write_db(const std::string& path, int n) {
     m.point = {device,
                build,
                instance,
-               "chunk=" + std::to_string(64 * (i + 1)),
+               "chunk_tokens=" + std::to_string(64 * (i + 1)),
                s.upsert_workload(test_workload(1 + i % 8, 4096, 0.5)),
                "cpu-wall",
                true};
@@ -110,7 +110,7 @@ TEST(Db_Migrations, ReadOnlyOpenNeverMigrates) {
   const auto v2 = with_next([](Connection& c) { c.exec("CREATE TABLE extra_v2 (x INTEGER)"); });
   const std::string before = read_bytes(path);
   expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only, .migrations = &v2}); },
-                     "open it once for writing");
+                     "mactune db migrate");
   EXPECT_TRUE(read_bytes(path) == before) << "file changed: " << path;
 }
 
@@ -139,6 +139,7 @@ TEST(Db_Migrations, FileBeforeKeyFormatsIsRekeyedAndKeepsItsPoints) {
         "min_context=2048";
     b.tie_set = {{b.instance, b.params, 1e-3}};
     s.write_best_config(b);
+    s.connection().exec(testing::kUndoV9);
     s.connection().exec(
         "DROP TABLE key_formats; DELETE FROM schema_version WHERE version >= 3;"
         // The view names the columns v4, v5 and v8 added; v1's comes back with v6, v8's after.
@@ -180,6 +181,8 @@ TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
   TempDir dir;
   const std::string path = dir.file("v6.db");
   const Workload w = test_workload(4, 32768, 0.9);
+  const InstanceDesc cuda =
+      InstanceDesc::named("mac_cuda_test_hd128_bf16", Backend::cuda, Family::mac, "head_dim=128");
   const std::string launch = "match=auto,merge=auto,min_chunk=256,ctas_per_sm=0,graph=false";
   const std::string first = "min_chunk=64,graph=true;K=512,r=256,min_context=2048";
   Id device = 0;
@@ -187,7 +190,7 @@ TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
     Store s = Store::open(path);
     device = s.upsert_device(test_device());
     const Id build = s.upsert_build(test_build());
-    const Id instance = s.upsert_instance(test_instance());
+    const Id instance = s.upsert_instance(cuda);
     Measurement m;
     m.point = {device, build, instance, launch, s.upsert_workload(w), "cuda-event", false};
     m.stats = test_stats(1e-4);
@@ -197,7 +200,7 @@ TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
     b.bucket = Bucket::of(w.problem, w.context);
     b.family = Family::mac;
     b.policy = "cuda-event";
-    b.instance = test_instance().name;
+    b.instance = cuda.name;
     b.params = first;
     b.tie_set = {{b.instance, first, 1e-3}, {b.instance, launch + ";K=256", 2e-3}};
     s.write_best_config(b);
@@ -210,7 +213,9 @@ TEST(Db_Migrations, CudaMinChunkIsRespeltChunkTokens) {
     e.mac_params = launch + ";K=512";
     e.full_params = launch;
     s.write_break_even(e);
-    // Undo v8 (its view names the columns it added), then v7.
+    // Undo v9 (the launches and the ids that reference rows), v8 (its view names the columns
+    // it added), then v7.
+    s.connection().exec(testing::kUndoV9);
     s.connection().exec(
         "DROP VIEW measurements_view;"
         "ALTER TABLE measurements DROP COLUMN kv_tokens_read;"
@@ -252,7 +257,7 @@ TEST(Db_Migrations, SettingsColumnsFollowTheFieldTables) {
     s.connection().exec("UPDATE key_formats SET digest = 'older'");
   }
   expect_input_error([&] { Store::open(path, {.mode = OpenMode::read_only}); },
-                     "open it once for writing");
+                     "mactune db migrate");
   Store s = Store::open(path);
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM workloads WHERE accept_eps = 1"),
             s.connection().scalar_int("SELECT COUNT(*) FROM workloads"));

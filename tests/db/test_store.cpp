@@ -155,7 +155,7 @@ TEST(Store_Measurement, EveryPointKeyFieldIsIdentity) {
   variants[0].device_id = other_device;
   variants[1].build_id = other_build;
   variants[2].instance_id = k.full;
-  variants[3].params = "chunk=512,threads=2";
+  variants[3].params = "chunk_tokens=512,threads=2";
   variants[4].workload_id = k.w1;
   variants[5].policy = "cpu-wall-hot-loop";
   variants[6].cold = false;
@@ -212,7 +212,7 @@ TEST(Store_Measurement, PairIsStoredAllOrNothing) {
   const Keys k = add_keys(s);
   Measurement pair[2] = {ok_point(k, k.mac, k.w0, 1e-3), ok_point(k, k.full, k.w0, 2e-3)};
   pair[1].point.instance_id = 9999;  // no such instance: the second insert fails
-  EXPECT_THROW(s.record_measurements(pair), SqliteError);
+  EXPECT_THROW(s.record_measurements(pair), Error);
   EXPECT_EQ(s.connection().scalar_int("SELECT COUNT(*) FROM measurements"), 0);
   pair[1].point.instance_id = k.full;
   pair[1].stats.q3_s = 0;  // inconsistent: refused before anything is written

@@ -43,6 +43,9 @@ struct PairRow {
   // database, skipped by the decisions (a partial MAC side is no candidate and no curve point;
   // a partial full side is no full candidate).
   bool mac_partial = false, full_partial = false;
+  // The database rows of the two sides (db::Id; 0 for pairs not read from a database): what a
+  // stored decision references for the config it chose.
+  std::int64_t mac_row = 0, full_row = 0;
 };
 
 // A configuration of one side: its instance, launch parameters and (MAC) settings, typed.

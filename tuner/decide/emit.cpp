@@ -37,7 +37,7 @@ Decided decide_only(const db::Store& store, const Selection& sel, DecideOptions 
 
 Decided decide_and_store(db::Store& store, const Selection& sel, const DecideOptions& opt) {
   Decided d = decide_only(store, sel, opt);
-  store_decisions(store, sel, d.decisions, opt.tie_tolerance);
+  store_decisions(store, sel, d.loaded, d.decisions, opt.tie_tolerance);
   return d;
 }
 

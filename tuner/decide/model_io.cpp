@@ -27,18 +27,20 @@ std::string percent(double x) {
 
 }  // namespace
 
-PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params) {
-  // The launch text read into the engine's config through its field table: what the text
-  // leaves out keeps the engine's own default (its member initializer, written nowhere else).
+PlanLimits plan_limits_of(const DeviceFingerprint& device, const Launch& launch) {
+  // What the launch leaves out keeps the engine's own default (its member initializer,
+  // written nowhere else).
   if (device.backend == "cuda") {
-    cuda::EngineConfig e;
-    parse_fields_text(e, params);
+    const auto e = engine_of<cuda::EngineConfig>(launch);
     return cuda_plan_limits(device.compute_units, e.min_chunk);
   }
-  cpu::EngineConfig e;
-  parse_fields_text(e, params);
+  const auto e = engine_of<cpu::EngineConfig>(launch);
   const int all = device.threads > 0 ? device.threads : device.compute_units;
   return cpu_plan_limits(e.threads > 0 ? e.threads : std::max(all, 1), e.chunk_tokens);
+}
+
+PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params) {
+  return plan_limits_of(device, parse_launch(device.backend == "cuda" ? "cuda" : "cpu", params));
 }
 
 StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits) {
@@ -70,9 +72,12 @@ std::vector<ModelRow> load_model_rows(const db::Store& store, const Selection& s
     row.family = fam;
     row.instance = r.instance.name;
     row.params = r.m.point.params;
-    row.launch = parse_launch(name_of(r.instance.backend), row.params);
+    if (r.launch.empty())
+      input_error(store.path(), ": measurement ", r.id, ": its launch params '", row.params,
+                  "' are not stored typed (a text this build's engine tables do not read)");
+    row.launch = r.launch;
     row.workload = r.workload;
-    row.step = step_of(r.workload, fam == Family::mac, plan_limits_of(device, row.params));
+    row.step = step_of(r.workload, fam == Family::mac, plan_limits_of(device, row.launch));
     row.fit.features = step_features(row.step);
     row.fit.seconds = r.m.stats.median_s;
     row.fit.rel_noise = (r.m.stats.q3_s - r.m.stats.q1_s) / r.m.stats.median_s;

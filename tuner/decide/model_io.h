@@ -28,6 +28,8 @@ struct ModelRow {
 // The planning policy of a stored point: the CPU engine's with the point's threads (0: the
 // device's) and chunk_tokens; the CUDA engine's with one resident attend CTA per SM (the
 // occupancy is not stored; the items term absorbs the factor).
+PlanLimits plan_limits_of(const DeviceFingerprint& device, const Launch& launch);
+// The same from a launch text (a user's --params): read through the backend's engine table.
 PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params);
 
 // The step of a stored workload, for one side.

@@ -62,19 +62,6 @@ std::string config_text(const Config& c) {
   return t;
 }
 
-Config parse_config(const InstanceDesc& instance, const std::string& params) {
-  Config c;
-  c.instance = instance.name;
-  const auto semi = params.find(';');
-  c.launch = parse_launch(name_of(instance.backend), params.substr(0, semi));
-  if (semi != std::string::npos) {
-    MacParams m;
-    parse_fields_text(m, std::string_view(params).substr(semi + 1));
-    c.mac = m;
-  }
-  return c;
-}
-
 namespace {
 
 // 1 - KV tokens read / total of the row's step (db Measurement::kv_tokens_read), if counted.
@@ -174,12 +161,13 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
     }
     p.mac_instance = mac->instance.name;
     p.full_instance = full->instance.name;
-    try {
-      p.launch = parse_launch(name_of(mac->instance.backend), mac->m.point.params);
-    } catch (const InputError& e) {
-      input_error(store.path(), ": measurement ", mac->id, ": params '", mac->m.point.params,
-                  "': ", e.what());
-    }
+    if (mac->launch.empty())
+      input_error(store.path(), ": measurement ", mac->id, ": its launch params '",
+                  mac->m.point.params,
+                  "' are not stored typed (a text this build's engine tables do not read)");
+    p.launch = mac->launch;
+    p.mac_row = mac->id;
+    p.full_row = full->id;
     p.mac_settings = mac->workload.mac;
     p.mac = mac->m.stats;
     p.full = full->m.stats;
@@ -193,21 +181,43 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
 std::map<std::string, Config> load_incumbents(const db::Store& store, const Selection& sel) {
   std::map<std::string, Config> inc;
   for (const db::BestConfig& b : store.best_configs(sel.device_id)) {
-    if (b.policy != sel.policy || b.hit_rate) continue;
-    const auto id = store.find_instance(b.instance);
-    const auto info = id ? store.instance(*id) : std::nullopt;
-    if (!info) continue;
-    try {
-      inc[b.bucket.key() + "/" + std::string(name_of(b.family))] = parse_config(*info, b.params);
-    } catch (const InputError&) {
-      // A decision this build cannot read (a setting it does not know): no incumbent there.
-    }
+    // A decision whose config no stored measurement holds (migrated from a file that lost
+    // it) has no incumbent to offer.
+    if (b.policy != sel.policy || b.hit_rate || b.measurement_id == 0) continue;
+    db::MeasurementFilter f;
+    f.device_id = sel.device_id;
+    f.id = b.measurement_id;
+    f.ok_only = false;
+    const auto rows = store.measurements(f);
+    if (rows.empty() || rows.front().launch.empty()) continue;
+    const db::MeasurementRow& r = rows.front();
+    Config c;
+    c.instance = r.instance.name;
+    c.launch = r.launch;
+    if (b.family == Family::mac) c.mac = r.workload.mac;
+    inc[b.bucket.key() + "/" + std::string(name_of(b.family))] = std::move(c);
   }
   return inc;
 }
 
-void store_decisions(db::Store& store, const Selection& sel,
+void store_decisions(db::Store& store, const Selection& sel, const LoadedPairs& loaded,
                      const std::vector<BucketDecision>& decisions, double tie_tolerance) {
+  // A measured row of each config in each bucket the pairs hold (bucket|Config::id() -> row),
+  // the earliest.
+  std::map<std::string, db::Id> row_of;
+  for (const PairRow& p : loaded.pairs) {
+    const Config mac{p.mac_instance, p.launch, p.mac_settings};
+    const Config full{p.full_instance, p.launch, std::nullopt};
+    for (const auto& [c, row] : {std::pair(mac, p.mac_row), std::pair(full, p.full_row)}) {
+      if (row == 0) continue;
+      auto [it, fresh] = row_of.try_emplace(p.bucket.key() + "|" + c.id(), row);
+      if (!fresh) it->second = std::min(it->second, row);
+    }
+  }
+  const auto row = [&](const Bucket& b, const Config& c) {
+    const auto it = row_of.find(b.key() + "|" + c.id());
+    return it == row_of.end() ? db::Id{0} : it->second;
+  };
   for (const BucketDecision& d : decisions) {
     for (const Family family : {Family::full, Family::mac}) {
       const Choice& c = family == Family::mac ? d.mac : d.full;
@@ -220,6 +230,7 @@ void store_decisions(db::Store& store, const Selection& sel,
       b.policy = sel.policy;
       b.instance = c.config.instance;
       b.params = config_text(c.config);
+      b.measurement_id = row(d.bucket, c.config);
       b.median_s = c.score;  // full: seconds; mac: relative score (1 = best everywhere)
       if (c.margin > 0) b.margin = c.margin;
       b.tie_tolerance = tie_tolerance;
@@ -241,6 +252,8 @@ void store_decisions(db::Store& store, const Selection& sel,
     be.mac_params = config_text(d.mac.config);
     be.full_instance = d.full.config.instance;
     be.full_params = config_text(d.full.config);
+    if (!d.mac.empty()) be.mac_measurement_id = row(d.bucket, d.mac.config);
+    if (!d.full.empty()) be.full_measurement_id = row(d.bucket, d.full.config);
     std::ostringstream notes;
     notes << "interval=iqr;";
     if (d.break_even.hit_rate && d.break_even.lo)  // (lo, hi] or [lo, hi]: emit uses hi

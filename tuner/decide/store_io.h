@@ -27,8 +27,6 @@ Bucket bucket_of(const db::Workload& w);
 std::string variant_of(const db::Workload& w);
 // A decision row's params text: the launch text, then ';' and the MAC settings text (MAC).
 std::string config_text(const Config& c);
-// Reads config_text() back through the field tables of the instance's backend.
-Config parse_config(const InstanceDesc& instance, const std::string& params);
 
 // The rows of one decision set: one device, one build, one measurement policy.
 struct Selection {
@@ -58,8 +56,10 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel);
 std::map<std::string, Config> load_incumbents(const db::Store& store, const Selection& sel);
 
 // Writes one best_configs row per bucket and family ("full", "mac") and one break_even row
-// per bucket. A MAC config's params are its launch params, ';', then its MAC settings.
-void store_decisions(db::Store& store, const Selection& sel,
+// per bucket, each referencing a measured row of the config it chose (from `loaded`, the pairs
+// the decisions were drawn from). The params texts spell the config for reading by hand: a
+// MAC config's are its launch params, ';', then its MAC settings.
+void store_decisions(db::Store& store, const Selection& sel, const LoadedPairs& loaded,
                      const std::vector<BucketDecision>& decisions, double tie_tolerance);
 
 }  // namespace mactune::tuner

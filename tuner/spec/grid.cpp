@@ -12,43 +12,8 @@
 
 namespace mactune::tuner {
 
-namespace {
-
-// The param-role fields of an engine config, in table order (an instance left to the engine
-// travels as "auto", as every text form spells it).
-template <class Engine>
-Launch launch_of(const Engine& e) {
-  Launch out;
-  for (const Field<Engine>& f : fields_of<Engine>()) {
-    if (f.role != FieldRole::param) continue;
-    const Scalar v = f.get(e);
-    out.emplace_back(std::string(f.name), f.type == FieldType::instance ? Scalar(f.text(v)) : v);
-  }
-  return out;
-}
-
-template <class Engine>
-Launch parse_launch_as(std::string_view text) {
-  Engine e;
-  parse_fields_text(e, text);
-  return launch_of(e);
-}
-
-}  // namespace
-
-std::string launch_text(const Launch& launch) {
-  std::string s;
-  for (const auto& [k, v] : launch) {
-    if (!s.empty()) s += ',';
-    s.append(k).append("=").append(scalar_text(v));
-  }
-  return s;
-}
-
 Launch parse_launch(std::string_view backend, std::string_view text) {
-  if (backend == "cpu") return parse_launch_as<cpu::EngineConfig>(text);
-  if (backend == "cuda") return parse_launch_as<cuda::EngineConfig>(text);
-  input_error("unknown backend '", backend, "' (expected cpu or cuda)");
+  return parse_launch_params(parse_enum<Backend>(backend), text);
 }
 
 Params to_params(const Launch& launch) {
@@ -56,7 +21,7 @@ Params to_params(const Launch& launch) {
 }
 
 Launch TunePoint::launch() const {
-  return backend == "cuda" ? launch_of(cuda) : launch_of(cpu);
+  return backend == "cuda" ? launch_params_of(cuda) : launch_params_of(cpu);
 }
 
 Bucket bucket_of(const TunePoint& p) {

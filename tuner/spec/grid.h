@@ -10,16 +10,18 @@
 #include "kernels/cpu/engine_config.h"
 #include "kernels/cuda/engine_config.h"
 #include "kernels/forced.h"
+#include "kernels/launch_params.h"
 #include "kernels/problem.h"
 #include "tuner/spec/spec.h"
 
 namespace mactune::tuner {
 
-// Launch parameters: a backend's engine settings that travel by name (kernels/fields.h,
-// FieldRole::param), typed and in the order of the engine's field table.
-using Launch = std::vector<std::pair<std::string, Scalar>>;
+// Launch parameters: a backend's engine settings that travel by name (kernels/launch_params.h).
+using Launch = LaunchParams;
 // "threads=0,chunk_tokens=256,block_rows=16": the text the database keys points by.
-std::string launch_text(const Launch& launch);
+inline std::string launch_text(const Launch& launch) {
+  return launch_params_text(launch);
+}
 // Reads launch_text() back through the backend's engine table ("cpu" or "cuda").
 Launch parse_launch(std::string_view backend, std::string_view text);
 Params to_params(const Launch& launch);
