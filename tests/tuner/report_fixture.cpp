@@ -42,7 +42,7 @@ class Writer {
   Writer(db::Store& store, const Spec& spec) : store_(store), backend_(make_backend("cpu")) {
     sel_.device_id = store.upsert_device(backend_->device());
     sel_.build_id = store.upsert_build(current_build(*backend_));
-    sel_.policy = backend_->timer_name();
+    sel_.policy = name_of(backend_->timer());
     sel_.cold = spec.measure.mode == CacheMode::cold;
     run_ = store.begin_run(
         {.spec_text = spec.text, .device_id = sel_.device_id, .build_id = sel_.build_id});
@@ -80,7 +80,7 @@ class Writer {
 
  private:
   db::Store& store_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<MeasureBackend> backend_;
   Selection sel_;
   db::Id run_ = 0;
 };

@@ -1,5 +1,5 @@
-// A test double for a build with one kernel deliberately slowed: a Backend decorator that makes
-// every sample of the points it matches (one side, "mac" or "full", and a set of launch
+// A test double for a build with one kernel deliberately slowed: a MeasureBackend decorator that
+// makes every sample of the points it matches (one side, "mac" or "full", and a set of launch
 // parameters) last FACTOR times as long, by spinning after the real step inside the timed
 // sample. `mactune compare` must flag the slowed points, `search: halving` must drop the slowed
 // config. The tests run the tuner in process with it (TuneOptions::wrap_backend, tune_slowed);
@@ -50,10 +50,10 @@ class SlowedCase final : public Case {
   double factor_;
 };
 
-class SlowedBackend final : public Backend {
+class SlowedBackend final : public MeasureBackend {
  public:
   // `slowed` (may be null) counts the cases it slowed: a test asserts it is not zero.
-  SlowedBackend(std::unique_ptr<Backend> inner, Slowdown sd, int* slowed = nullptr)
+  SlowedBackend(std::unique_ptr<MeasureBackend> inner, Slowdown sd, int* slowed = nullptr)
       : inner_(std::move(inner)), sd_(std::move(sd)), slowed_(slowed) {
     // The keys are the CPU engine's launch parameters, in their canonical spelling, so that a
     // typo cannot make the double slow nothing (the tests would then pass for nothing).
@@ -67,8 +67,8 @@ class SlowedBackend final : public Backend {
 
   std::string name() const override { return inner_->name(); }
   DeviceFingerprint device() const override { return inner_->device(); }
-  std::string timer_name() const override { return inner_->timer_name(); }
-  void use_timer(const std::string& n) override { inner_->use_timer(n); }
+  Timer timer() const override { return inner_->timer(); }
+  void use_timer(std::optional<Timer> t) override { inner_->use_timer(t); }
   std::vector<InstanceDesc> instances() const override { return inner_->instances(); }
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
     return inner_->instance_names(p);
@@ -97,7 +97,7 @@ class SlowedBackend final : public Backend {
     return true;
   }
 
-  std::unique_ptr<Backend> inner_;
+  std::unique_ptr<MeasureBackend> inner_;
   Slowdown sd_;
   int* slowed_;
 };
@@ -119,7 +119,7 @@ inline SlowedTune tune_slowed(const std::string& dir, const std::string& name, S
   o.dispatch_path = dir + "/" + name + ".json";
   o.report = false;
   o.command = "mactune tune " + name + ".yaml --no-report (a kernel slowed, in process)";
-  o.wrap_backend = [&](std::unique_ptr<Backend> b) -> std::unique_ptr<Backend> {
+  o.wrap_backend = [&](std::unique_ptr<MeasureBackend> b) -> std::unique_ptr<MeasureBackend> {
     return std::make_unique<SlowedBackend>(std::move(b), sd, &out.slowed);
   };
   std::FILE* log = std::tmpfile();

@@ -50,12 +50,12 @@ class FakeCase final : public Case {
 };
 
 // The CPU backend (names, device, memory) with fake cases.
-class FakeBackend final : public Backend {
+class FakeBackend final : public MeasureBackend {
  public:
   std::string name() const override { return cpu_->name(); }
   DeviceFingerprint device() const override { return cpu_->device(); }
-  std::string timer_name() const override { return cpu_->timer_name(); }
-  void use_timer(const std::string& n) override { cpu_->use_timer(n); }
+  Timer timer() const override { return cpu_->timer(); }
+  void use_timer(std::optional<Timer> t) override { cpu_->use_timer(t); }
   std::vector<InstanceDesc> instances() const override { return cpu_->instances(); }
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
     return cpu_->instance_names(p);
@@ -72,7 +72,7 @@ class FakeBackend final : public Backend {
   ClockState clock_end() override { return {}; }
 
  private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend();
+  std::unique_ptr<MeasureBackend> cpu_ = make_cpu_backend();
 };
 
 // Sweeps every point of the plan with `strategy` into a new database at `path`.
@@ -94,7 +94,7 @@ void sweep_into(const SweepPlan& plan, SearchStrategy strategy, const std::strin
                   InstanceDesc::named(plan.names[i].first, mactune::Backend::cpu, Family::mac)),
               p.launch_text(),
               w,
-              backend.timer_name(),
+              std::string(name_of(backend.timer())),
               plan.cold};
     pp.full = pp.mac;
     pp.full.instance_id = store.upsert_instance(

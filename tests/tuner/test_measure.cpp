@@ -29,12 +29,12 @@ class SlowCase final : public Case {
   int runs = 0, samples = 0;
 };
 
-class NullBackend final : public Backend {
+class NullBackend final : public MeasureBackend {
  public:
   std::string name() const override { return "cpu"; }
   DeviceFingerprint device() const override { return {}; }
-  std::string timer_name() const override { return "steady_clock"; }
-  void use_timer(const std::string&) override {}
+  Timer timer() const override { return Timer::steady_clock; }
+  void use_timer(std::optional<Timer>) override {}
   std::vector<InstanceDesc> instances() const override { return {}; }
   std::pair<std::string, std::string> instance_names(const TunePoint&) const override { return {}; }
   std::string can_run(const TunePoint&) const override { return ""; }

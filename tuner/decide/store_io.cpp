@@ -11,7 +11,7 @@
 
 namespace mactune::tuner {
 
-db::BuildInfo current_build(const Backend& backend) {
+db::BuildInfo current_build(const MeasureBackend& backend) {
   return current_build(backend.instances());
 }
 

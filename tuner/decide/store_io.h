@@ -16,7 +16,7 @@
 namespace mactune::tuner {
 
 // This binary's build row (git revision, compiler, digest of the instance names it holds).
-db::BuildInfo current_build(const Backend& backend);
+db::BuildInfo current_build(const MeasureBackend& backend);
 // The same from the backend's instance list (a backend whose device is not on this machine).
 db::BuildInfo current_build(const std::vector<InstanceDesc>& instances);
 

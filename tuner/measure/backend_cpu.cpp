@@ -177,7 +177,7 @@ class CpuCase final : public Case {
   bool disturbed_ = false;
 };
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public MeasureBackend {
  public:
   // A sweep builds and drops sessions of one shape by the dozen: their KV arenas are recycled
   // (up to a quarter of what the machine has free now) instead of faulted in afresh each time.
@@ -195,9 +195,9 @@ class CpuBackend final : public Backend {
 
   std::string name() const override { return "cpu"; }
   DeviceFingerprint device() const override { return cpu_fingerprint(); }
-  std::string timer_name() const override { return "steady_clock"; }
-  void use_timer(const std::string& name) override {
-    MACTUNE_REQUIRE(name == "auto" || name == "steady_clock", "timer '", name,
+  Timer timer() const override { return Timer::steady_clock; }
+  void use_timer(std::optional<Timer> timer) override {
+    MACTUNE_REQUIRE(!timer || *timer == Timer::steady_clock, "timer '", name_of(*timer),
                     "' needs the cuda backend (the CPU backend times with steady_clock)");
   }
   std::vector<InstanceDesc> instances() const override { return cpu::instances(); }
@@ -284,7 +284,7 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() {
+std::unique_ptr<MeasureBackend> make_cpu_backend() {
   return std::make_unique<CpuBackend>();
 }
 

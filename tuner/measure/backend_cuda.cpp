@@ -22,7 +22,7 @@ namespace mactune::tuner {
 
 #if !MACTUNE_TUNER_CUDA
 
-std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+std::unique_ptr<MeasureBackend> make_cuda_backend(std::string* why) {
   if (why) *why = "this build has no CUDA kernels (configure with CUDA to tune a GPU)";
   return nullptr;
 }
@@ -105,12 +105,12 @@ cuda::SessionOptions options_of(const TunePoint& p, bool mac) {
 
 // Kernel durations from CUPTI activity records: the sum over the step's kernels (device busy
 // time; the gaps between kernels and the copies are left out). One collection per sample.
-class CuptiTimer final : public Timer {
+class CuptiTimer final : public SampleTimer {
  public:
   CuptiTimer() : collector_(prof::make_activity_collector()) {
     if (!collector_->active()) input_error("cupti is not usable: ", collector_->status());
   }
-  std::string_view name() const override { return "cupti"; }
+  Timer kind() const override { return Timer::cupti; }
   void start() override { collector_->start(); }
   double stop() override {
     collector_->stop();
@@ -129,7 +129,7 @@ class CuptiTimer final : public Timer {
 
 class CudaCase final : public Case {
  public:
-  CudaCase(const TunePoint& p, bool mac, std::uint64_t seed, Timer* cupti)
+  CudaCase(const TunePoint& p, bool mac, std::uint64_t seed, SampleTimer* cupti)
       : session_(options_of(p, mac)),
         cupti_(cupti),
         in_(prefilled_step(session_, p.shape.batch, p.context, seed)) {}
@@ -146,12 +146,12 @@ class CudaCase final : public Case {
 
  private:
   cuda::Session session_;
-  Timer* cupti_;  // null: CUDA events
+  SampleTimer* cupti_;  // null: CUDA events
   StepInputs in_;
   StepStats stats_;
 };
 
-class CudaBackend final : public Backend {
+class CudaBackend final : public MeasureBackend {
  public:
   CudaBackend() {
     int l2 = 0;
@@ -167,12 +167,12 @@ class CudaBackend final : public Backend {
   }
   std::string name() const override { return "cuda"; }
   DeviceFingerprint device() const override { return cuda::device_fingerprint(0); }
-  std::string timer_name() const override { return cupti_ ? "cupti" : "cuda_events"; }
-  void use_timer(const std::string& name) override {
-    MACTUNE_REQUIRE(name == "auto" || name == "cuda_events" || name == "cupti", "timer '", name,
+  Timer timer() const override { return cupti_ ? Timer::cupti : Timer::cuda_events; }
+  void use_timer(std::optional<Timer> timer) override {
+    MACTUNE_REQUIRE(!timer || *timer != Timer::steady_clock, "timer '", name_of(*timer),
                     "' is not a GPU timer (cuda_events or cupti)");
     cupti_.reset();
-    if (name == "cupti") cupti_ = std::make_unique<CuptiTimer>();
+    if (timer == Timer::cupti) cupti_ = std::make_unique<CuptiTimer>();
   }
   std::vector<InstanceDesc> instances() const override { return cuda::instances(); }
   std::pair<std::string, std::string> instance_names(const TunePoint& p) const override {
@@ -246,7 +246,7 @@ std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p) {
   return {mac, full};
 }
 
-std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+std::unique_ptr<MeasureBackend> make_cuda_backend(std::string* why) {
   const cuda::GpuStatus& g = cuda::gpu_status();
   if (!g.usable) {
     if (why) *why = "no usable GPU: " + g.why_not;

@@ -34,7 +34,7 @@ constexpr int kMinSamplesAtCap = 3;
 
 }  // namespace
 
-GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
+GroupResult measure_group(MeasureBackend& backend, std::span<Case* const> cases,
                           const MeasurePolicy& policy, double time_cap,
                           const std::atomic<bool>* stop_flag,
                           std::span<const std::vector<double>> prior) {
@@ -114,7 +114,7 @@ GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
   return r;
 }
 
-PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
+PairResult measure_pair(MeasureBackend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
                         const std::atomic<bool>* stop_flag) {
   Case* cases[2] = {&full, &mac};
   GroupResult g = measure_group(backend, cases, policy, policy.stop.time_cap, stop_flag);
@@ -126,7 +126,7 @@ PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePo
   return r;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& requested) {
+std::unique_ptr<MeasureBackend> make_backend(const std::string& requested) {
   if (requested == "cpu") return make_cpu_backend();
   std::string why;
   if (auto cuda = make_cuda_backend(&why)) return cuda;

@@ -31,18 +31,18 @@ namespace mactune::tuner {
 
 // Times one region of work. CPU: the steady clock around the call. CUDA: events recorded on
 // the stream around the kernels (launch latency kept out), or CUPTI kernel durations.
-class Timer {
+class SampleTimer {
  public:
-  virtual ~Timer() = default;
-  virtual std::string_view name() const = 0;  // "steady_clock", "cuda_events", "cupti"
+  virtual ~SampleTimer() = default;
+  virtual Timer kind() const = 0;
   virtual void start() = 0;
   virtual double stop() = 0;  // seconds since start()
 };
 
 // The host steady clock.
-class SteadyTimer final : public Timer {
+class SteadyTimer final : public SampleTimer {
  public:
-  std::string_view name() const override { return "steady_clock"; }
+  Timer kind() const override { return Timer::steady_clock; }
   void start() override;
   double stop() override;
 
@@ -71,16 +71,16 @@ struct ClockState {
   std::string note;           // how it was read, or why it was not
 };
 
-class Backend {
+class MeasureBackend {
  public:
-  virtual ~Backend() = default;
+  virtual ~MeasureBackend() = default;
   virtual std::string name() const = 0;  // "cpu" | "cuda"
   virtual DeviceFingerprint device() const = 0;
   // The timer samples are taken with (part of every point's identity).
-  virtual std::string timer_name() const = 0;
-  // Selects the timer: "auto" (the backend's default) or a name; InputError when this
-  // backend or build does not have it.
-  virtual void use_timer(const std::string& name) = 0;
+  virtual Timer timer() const = 0;
+  // Selects the timer (none: the backend's default); InputError when this backend or build
+  // does not have it.
+  virtual void use_timer(std::optional<Timer> timer) = 0;
   virtual std::vector<InstanceDesc> instances() const = 0;
   // Canonical names of the {MAC, full} instances a point runs, without building anything.
   virtual std::pair<std::string, std::string> instance_names(const TunePoint& p) const = 0;
@@ -132,25 +132,25 @@ struct GroupResult {
 // `prior` (empty, or one list per case): samples a case already has from an earlier call
 // (successive halving adds to a config's samples round by round); they count towards its
 // stopping rule and its summary.
-GroupResult measure_group(Backend& backend, std::span<Case* const> cases,
+GroupResult measure_group(MeasureBackend& backend, std::span<Case* const> cases,
                           const MeasurePolicy& policy, double time_cap,
                           const std::atomic<bool>* stop_flag = nullptr,
                           std::span<const std::vector<double>> prior = {});
 
 // Both sides of one point (measure_group of {full, mac} with the policy's time cap).
-PairResult measure_pair(Backend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
+PairResult measure_pair(MeasureBackend& backend, Case& mac, Case& full, const MeasurePolicy& policy,
                         const std::atomic<bool>* stop_flag = nullptr);
 
 // The backends of this build: "cpu" always; "cuda" when built with the CUDA kernels and a GPU
 // is usable (else nullptr with `why` set).
-std::unique_ptr<Backend> make_cpu_backend();
-std::unique_ptr<Backend> make_cuda_backend(std::string* why);
+std::unique_ptr<MeasureBackend> make_cpu_backend();
+std::unique_ptr<MeasureBackend> make_cuda_backend(std::string* why);
 // What this build knows of the CUDA backend without a GPU (a dry run or job scripts on a
 // cluster's login node): its compiled instances, and the {MAC, full} instance names a point
 // runs. Empty / the spec's names as given in a build without the CUDA kernels.
 std::vector<InstanceDesc> cuda_build_instances();
 std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p);
 // Resolves "auto" (cuda when usable, else cpu), "cpu" or "cuda" (InputError when unusable).
-std::unique_ptr<Backend> make_backend(const std::string& requested);
+std::unique_ptr<MeasureBackend> make_backend(const std::string& requested);
 
 }  // namespace mactune::tuner

@@ -18,13 +18,14 @@
 namespace mactune::tuner {
 namespace {
 
-// The policy key a CUDA run would store, without the GPU: its timer's name.
-std::string cuda_timer_name(const Spec& spec) {
-  const std::string& t = spec.measure.timer;
-  if (t == "auto" || t == "cuda_events") return "cuda_events";
-  if (t == "cupti") return "cupti";
-  input_error(spec.file, ": measure.timer: timer '", t,
-              "' is not a GPU timer (cuda_events or cupti)");
+// The timer a CUDA run would use, without the GPU.
+Timer cuda_timer(const Spec& spec) {
+  const std::optional<Timer> t = spec.measure.timer;
+  if (!t) return Timer::cuda_events;
+  if (*t == Timer::steady_clock)
+    input_error(spec.file, ": measure.timer: timer '", name_of(*t),
+                "' is not a GPU timer (cuda_events or cupti)");
+  return *t;
 }
 
 // "2026-12-01T08:27:14.123Z" -> seconds since the epoch; NaN when it does not parse.
@@ -75,7 +76,7 @@ using PointName = std::tuple<std::string, std::string, std::string>;  // instanc
 SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
   const std::string text = read_spec_file(spec_path);
   const std::string requested = backend.empty() ? requested_backend(text, spec_path) : backend;
-  std::unique_ptr<Backend> b;
+  std::unique_ptr<MeasureBackend> b;
   std::string why;
   if (requested == "cuda")
     b = make_cuda_backend(&why);  // null without a usable GPU: planned from the registry
@@ -93,7 +94,7 @@ SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
     } catch (const InputError& e) {
       input_error(plan.spec.file, ": measure.timer: ", e.what());
     }
-    plan.policy = b->timer_name();
+    plan.policy = name_of(b->timer());
     plan.build = current_build(*b);
     const DeviceFingerprint d = b->device();
     if (glob_match(plan.spec.device.name, d.name))
@@ -103,7 +104,7 @@ SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
     for (const TunePoint& p : plan.points) plan.names.push_back(b->instance_names(p));
   } else {
     plan.not_here = why;
-    plan.policy = cuda_timer_name(plan.spec);
+    plan.policy = name_of(cuda_timer(plan.spec));
     plan.build = current_build(cuda_build_instances());
     for (const TunePoint& p : plan.points) plan.names.push_back(cuda_instance_names(p));
   }

@@ -33,7 +33,7 @@ std::uint64_t point_seed(const Spec& spec, const TunePoint& p) {
 
 // The baseline case of a point: one per shape, launch config and full instance (shared by its
 // hit rates and MAC settings, and kept alive across consecutive groups that use it).
-std::string full_key(const Backend& backend, const TunePoint& p) {
+std::string full_key(const MeasureBackend& backend, const TunePoint& p) {
   return full_key(p, backend.instance_names(p).second);
 }
 std::string full_key(const TunePoint& p, const std::string& full_instance) {
@@ -54,9 +54,9 @@ db::Measurement row(const db::PointKey& key, db::Id run_id, const std::string& s
   return m;
 }
 
-std::string group_notes(const Backend& backend, const GroupResult& r, std::size_t cases) {
+std::string group_notes(const MeasureBackend& backend, const GroupResult& r, std::size_t cases) {
   std::ostringstream notes;
-  notes << "timer=" << backend.timer_name() << "; clock: " << r.clock.note
+  notes << "timer=" << name_of(backend.timer()) << "; clock: " << r.clock.note
         << "; interleaved=" << cases << "; disturbed=" << r.clock.throttled_samples
         << " (discarded " << r.discarded << ")"
         << "; wall_s=" << format_number(std::round(r.wall_seconds * 1000) / 1000);
@@ -71,7 +71,7 @@ using namespace sweep_parts;
 
 class Sweeper {
  public:
-  Sweeper(Backend& b, db::Store& s, const Spec& spec, db::Id run, Progress& pr,
+  Sweeper(MeasureBackend& b, db::Store& s, const Spec& spec, db::Id run, Progress& pr,
           const std::atomic<bool>* stop)
       : backend_(b), store_(s), spec_(spec), run_id_(run), progress_(pr), stop_(stop) {}
 
@@ -244,7 +244,7 @@ class Sweeper {
     progress_.end(point_label(*pp.point) + ": failed: " + why, false);
   }
 
-  Backend& backend_;
+  MeasureBackend& backend_;
   db::Store& store_;
   const Spec& spec_;
   db::Id run_id_;
@@ -279,7 +279,7 @@ std::vector<std::vector<std::size_t>> interleave_groups(const std::vector<Pendin
   return groups;
 }
 
-SweepCounts sweep(Backend& backend, db::Store& store, const Spec& spec, db::Id run_id,
+SweepCounts sweep(MeasureBackend& backend, db::Store& store, const Spec& spec, db::Id run_id,
                   const std::vector<PendingPoint>& pending, Progress& progress,
                   const std::atomic<bool>* stop) {
   Sweeper s(backend, store, spec, run_id, progress, stop);

@@ -35,7 +35,7 @@ struct SweepCounts {
 
 // Measures every pending point and records it. Throws Interrupted (after recording every
 // finished point) when `stop` is set.
-SweepCounts sweep(Backend& backend, db::Store& store, const Spec& spec, db::Id run_id,
+SweepCounts sweep(MeasureBackend& backend, db::Store& store, const Spec& spec, db::Id run_id,
                   const std::vector<PendingPoint>& pending, Progress& progress,
                   const std::atomic<bool>* stop);
 

@@ -22,18 +22,18 @@ std::string ms(double seconds);  // "0.123 ms"
 // of a point, run over the same KV cache and queries).
 std::uint64_t point_seed(const Spec& spec, const TunePoint& p);
 // The baseline case of a point: one per shape, launch config and full instance.
-std::string full_key(const Backend& backend, const TunePoint& p);
+std::string full_key(const MeasureBackend& backend, const TunePoint& p);
 std::string full_key(const TunePoint& p, const std::string& full_instance);
 // The points measured interleaved in bucket mode: one bucket at one forced-hit workload.
 std::string group_key(const TunePoint& p);
 // A measurement row of a point, started at `started`, finished now.
 db::Measurement row(const db::PointKey& key, db::Id run_id, const std::string& started);
 // "timer=...; clock: ...; interleaved=N; disturbed=D (discarded X); wall_s=S"
-std::string group_notes(const Backend& backend, const GroupResult& r, std::size_t cases);
+std::string group_notes(const MeasureBackend& backend, const GroupResult& r, std::size_t cases);
 
 // What the halving search uses of the sweep that runs it.
 struct SweepContext {
-  Backend& backend;
+  MeasureBackend& backend;
   db::Store& store;
   const Spec& spec;
   db::Id run_id = 0;

@@ -254,11 +254,15 @@ void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
     if (e.key == "stable_window") m.stop.stable_window = positive_int(2);
     if (e.key == "interleave") m.interleave = rd.choice<Interleave>(e.value, key);
     if (e.key == "timer") {
-      m.timer = rd.scalar(e.value, key);
-      if (m.timer != "auto" && m.timer != "steady_clock" && m.timer != "cuda_events" &&
-          m.timer != "cupti")
-        rd.fail(e.value, key, "expected auto, steady_clock, cuda_events or cupti, got '", m.timer,
-                "'");
+      const std::string t = rd.scalar(e.value, key);
+      m.timer.reset();
+      if (t != "auto") {
+        try {
+          m.timer = parse_enum<Timer>(t);
+        } catch (const InputError&) {
+          rd.fail(e.value, key, "expected auto, ", enum_choices<Timer>(), ", got '", t, "'");
+        }
+      }
     }
     if (e.key == "mode") m.mode = rd.choice<CacheMode>(e.value, key);
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/fields.h"
+#include "kernels/timer.h"
 #include "tuner/spec/expr.h"
 #include "tuner/spec/stats.h"
 
@@ -93,9 +94,8 @@ struct MeasurePolicy {
   StoppingPolicy stop;
   Interleave interleave = Interleave::point;
   CacheMode mode = CacheMode::cold;
-  // auto (the backend's default: steady_clock on CPUs, cuda_events on GPUs), steady_clock,
-  // cuda_events or cupti (kernel durations from CUPTI activity records).
-  std::string timer = "auto";
+  // none ("auto"): the backend's default (steady_clock on CPUs, cuda_events on GPUs).
+  std::optional<Timer> timer;
   // The part of the policy that changes what a sample measures: it belongs to the identity of
   // a point (a cold and a hot measurement are different points). Stopping limits only change
   // precision and are not part of it.

@@ -38,7 +38,7 @@ struct PointIds {
   db::PointKey mac, full;
 };
 
-InstanceDesc instance_info(const Backend& b, const std::string& name, bool mac) {
+InstanceDesc instance_info(const MeasureBackend& b, const std::string& name, bool mac) {
   for (const InstanceDesc& i : b.instances())
     if (i.name == name) return i;
   // Not runnable here: a failed point.
@@ -54,7 +54,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   int backend_line = 0;
   const std::string requested =
       opt.backend.empty() ? requested_backend(text, opt.spec_path, &backend_line) : opt.backend;
-  std::unique_ptr<Backend> backend;
+  std::unique_ptr<MeasureBackend> backend;
   try {
     backend = make_backend(requested);
   } catch (const InputError& e) {
@@ -105,7 +105,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   } catch (const InputError& e) {
     input_error(spec.file, ": measure.timer: ", e.what());
   }
-  const std::string policy = backend->timer_name();
+  const std::string policy(name_of(backend->timer()));
   const bool cold = spec.measure.mode == CacheMode::cold;
 
   if (const auto dir = std::filesystem::path(res.db_path).parent_path(); !dir.empty()) {

@@ -37,7 +37,7 @@ struct TuneOptions {
   // A decorator over the backend the spec names (null: none): what a program that embeds the
   // tuner wraps around the device (its own timing, fault injection), and the seam the tests'
   // slowed-kernel double uses (tests/tuner/slow_backend.h). The CLI sets none.
-  std::function<std::unique_ptr<Backend>(std::unique_ptr<Backend>)> wrap_backend{};
+  std::function<std::unique_ptr<MeasureBackend>(std::unique_ptr<MeasureBackend>)> wrap_backend{};
 };
 
 struct TuneResult {
