@@ -30,7 +30,10 @@ std::string tie_set_json(const std::vector<TieEntry>& ties) {
     if (i) out += ",";
     out += "{\"instance\":" + json_string(ties[i].instance) +
            ",\"params\":" + json_string(ties[i].params) +
-           ",\"median_s\":" + format_double(ties[i].median_s) + "}";
+           ",\"median_s\":" + format_double(ties[i].median_s);
+    if (ties[i].measurement_id != 0)
+      out += ",\"measurement_id\":" + std::to_string(ties[i].measurement_id);
+    out += "}";
   }
   return out + "]";
 }
@@ -115,7 +118,8 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
   s.bind(1, device_id);
   auto ties = c_.prepare(
       "SELECT json_extract(value, '$.instance'), json_extract(value, '$.params'),"
-      " json_extract(value, '$.median_s') FROM json_each(?1)");
+      " json_extract(value, '$.median_s'), json_extract(value, '$.measurement_id')"
+      " FROM json_each(?1) ORDER BY key");
   std::vector<BestConfig> out;
   while (s.step()) {
     BestConfig b;
@@ -133,7 +137,9 @@ std::vector<BestConfig> Store::best_configs(Id device_id) const {
     b.tie_tolerance = s.real(16);
     ties.reset();
     ties.bind(1, s.text(17));
-    while (ties.step()) b.tie_set.push_back({ties.text(0), ties.text(1), ties.real(2)});
+    while (ties.step())
+      b.tie_set.push_back(
+          {ties.text(0), ties.text(1), ties.real(2), ties.is_null(3) ? 0 : ties.int64(3)});
     b.decided_at = s.text(18);
     b.measurement_id = s.is_null(19) ? 0 : s.int64(19);
     out.push_back(std::move(b));

@@ -52,11 +52,12 @@ std::string join_launch(const std::string& col, const std::string& a) {
          " LEFT JOIN main.launches " + a + " ON " + a + ".backend = s" + a + ".backend AND " + a +
          ".key = s" + a + ".key";
 }
-// A measurement row (a decision's reference): by its point key, each id in it mapped through
-// its own natural key. Measurements are copied before decisions, so the row is there.
-std::string join_measurement(const std::string& col, const std::string& a) {
+// A measurement row (a decision's reference, `source` its id in the source): by its point key,
+// each id in it mapped through its own natural key. Measurements are copied before decisions,
+// so the row is there.
+std::string join_measurement(const std::string& source, const std::string& a) {
   const std::string s = "s" + a;
-  return " LEFT JOIN src.measurements " + s + " ON " + s + ".id = s." + col +
+  return " LEFT JOIN src.measurements " + s + " ON " + s + ".id = " + source +
          " LEFT JOIN src.devices " + s + "d ON " + s + "d.id = " + s + ".device_id" +
          " LEFT JOIN main.devices " + a + "d ON " + a + "d.fingerprint = " + s + "d.fingerprint" +
          " LEFT JOIN src.builds " + s + "b ON " + s + "b.id = " + s + ".build_id" +
@@ -71,6 +72,15 @@ std::string join_measurement(const std::string& col, const std::string& a) {
          ".instance_id = " + a + "i.id AND " + a + ".params = " + s + ".params AND " + a +
          ".workload_id = " + a + "w.id AND " + a + ".policy = " + s + ".policy AND " + a +
          ".cold = " + s + ".cold";
+}
+
+// A decision's tie_set with each entry's measurement_id mapped like the decision's own (an entry
+// whose row is not found keeps no id), in the source's order.
+std::string mapped_tie_set() {
+  return "(SELECT coalesce(json_group_array(json(e)), '[]') FROM (SELECT CASE WHEN"
+         " json_extract(t.value, '$.measurement_id') IS NULL THEN t.value ELSE json_set(t.value,"
+         " '$.measurement_id', tm.id) END AS e FROM json_each(s.tie_set) t" +
+         join_measurement("json_extract(t.value, '$.measurement_id')", "tm") + " ORDER BY t.key))";
 }
 
 // "SET c = excluded.c, ..." over every non-key column of a table.
@@ -128,9 +138,10 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
        {{"device_id", "d.id"},
         {"build_id", "b.id"},
         {"instance_id", "i.id"},
-        {"measurement_id", "cm.id"}},
+        {"measurement_id", "cm.id"},
+        {"tie_set", mapped_tie_set()}},
        join_device("device_id", "d") + join_build("build_id", "b", true) +
-           join_instance("instance_id", "i", false) + join_measurement("measurement_id", "cm"),
+           join_instance("instance_id", "i", false) + join_measurement("s.measurement_id", "cm"),
        "ON CONFLICT (device_id, bucket, family, policy) DO UPDATE" +
            set_all(cols("best_configs"), {"device_id", "bucket", "family", "policy"}) +
            " WHERE excluded.decided_at > best_configs.decided_at"},
@@ -144,8 +155,8 @@ std::vector<CopySpec> copy_specs(const Connection& c) {
        join_device("device_id", "d") + join_build("build_id", "b", true) +
            join_instance("mac_instance_id", "mi", true) +
            join_instance("full_instance_id", "fi", true) +
-           join_measurement("mac_measurement_id", "mm") +
-           join_measurement("full_measurement_id", "fm"),
+           join_measurement("s.mac_measurement_id", "mm") +
+           join_measurement("s.full_measurement_id", "fm"),
        "ON CONFLICT (device_id, bucket, policy) DO UPDATE" +
            set_all(cols("break_even"), {"device_id", "bucket", "policy"}) +
            " WHERE excluded.decided_at > break_even.decided_at"},

@@ -189,8 +189,9 @@ std::string decision_key(const Bucket& b, std::optional<double> hit_rate, const 
 
 struct TieEntry {
   std::string instance{};
-  std::string params{};
+  std::string params{};  // the config as text, for reading by hand
   double median_s = 0;
+  Id measurement_id = 0;  // a measurement of this config in the bucket (0: none known)
 };
 
 struct BestConfig {

@@ -283,7 +283,8 @@ TEST(Store_Decisions, BestConfigRoundTripAndRewrite) {
   b.params = "chunk=256,threads=2";
   b.median_s = 1e-3;
   b.margin = 0.004;
-  b.tie_set = {{b.instance, b.params, 1e-3}, {b.instance, "chunk=\"512\",threads=2", 1.004e-3}};
+  b.tie_set = {{b.instance, b.params, 1e-3},
+               {b.instance, "chunk=\"512\",threads=2", 1.004e-3, 7}};  // 0: no row known
   s.write_best_config(b);
   auto got = s.best_configs(k.device);
   ASSERT_EQ(got.size(), 1u);
@@ -294,6 +295,8 @@ TEST(Store_Decisions, BestConfigRoundTripAndRewrite) {
   ASSERT_EQ(got[0].tie_set.size(), 2u);
   EXPECT_EQ(got[0].tie_set[1].params, "chunk=\"512\",threads=2");
   EXPECT_EQ(got[0].tie_set[1].median_s, 1.004e-3);
+  EXPECT_EQ(got[0].tie_set[0].measurement_id, 0);
+  EXPECT_EQ(got[0].tie_set[1].measurement_id, 7);
 
   b.params = "chunk=512,threads=2";  // the tuner decided again
   b.tie_set.clear();

@@ -19,9 +19,11 @@ using testing::run_mactune;
 using testing::TempDir;
 using testing::tiny_spec;
 
-// Every decision's reference checked against its own text; returns the decisions as text
-// (bucket/family -> instance params) for comparing runs.
-std::map<std::string, std::string> checked_decisions(const std::string& path) {
+// Every decision's reference (and each of its ties') checked against its own text; returns the
+// decisions as text (bucket/family -> instance params) for comparing runs. A database written
+// before ties carried ids (tie_rows = false) has ties without one.
+std::map<std::string, std::string> checked_decisions(const std::string& path,
+                                                     bool tie_rows = true) {
   const db::Store s = db::Store::open(path, {.mode = db::OpenMode::read_only});
   std::map<std::string, std::string> out;
   const db::Id device = s.devices().at(0).id;
@@ -37,14 +39,24 @@ std::map<std::string, std::string> checked_decisions(const std::string& path) {
     EXPECT_EQ(r.instance.name, instance) << what;
     const auto semi = params.find(';');
     EXPECT_EQ(launch_params_text(r.launch), params.substr(0, semi)) << what;
-    if (semi != std::string::npos)
+    if (semi != std::string::npos) {
       EXPECT_EQ(fields_text(r.workload.mac), params.substr(semi + 1)) << what;
+    }
     EXPECT_EQ(Bucket::of(r.workload.problem, r.workload.context).key(), bucket.key()) << what;
   };
   for (const db::BestConfig& b : s.best_configs(device)) {
     const std::string what = b.bucket.key() + "/" + std::string(name_of(b.family));
     config_of(b.measurement_id, b.instance, b.params, b.bucket, what);
     out[what] = b.instance + " " + b.params;
+    EXPECT_FALSE(b.tie_set.empty()) << what << ": the choice is its own tie";
+    for (std::size_t i = 0; i < b.tie_set.size(); ++i) {
+      const db::TieEntry& t = b.tie_set[i];
+      if (tie_rows || t.measurement_id != 0) {
+        config_of(t.measurement_id, t.instance, t.params, b.bucket,
+                  what + " tie " + std::to_string(i));
+      }
+      out[what + "/ties"] += t.instance + " " + t.params + " | ";
+    }
   }
   for (const db::BreakEvenRow& b : s.break_evens(device)) {
     config_of(b.mac_measurement_id, b.mac_instance, b.mac_params, b.bucket, "break-even MAC");
@@ -70,7 +82,7 @@ TEST(DecisionRefsCli, TunedDecisionsReferenceTheirRowsAndEmitReadsThemBack) {
   auto r = run_mactune(dir, {"tune", "t.yaml", "--no-report", "-q"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto first = checked_decisions(dir.file("t.db"));
-  EXPECT_EQ(first.size(), 4u * 3u) << "4 buckets: full, mac, break-even";
+  EXPECT_EQ(first.size(), 4u * 5u) << "4 buckets: full, mac, their ties, break-even";
   // Deciding again (the stored decisions are the incumbents now) keeps every choice.
   r = run_mactune(dir, {"emit", "--db", "t.db", "-o", "again.json", "-q"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -125,15 +137,24 @@ TEST(DecisionRefsCli, AMainV8DatabaseMigratesAndDecidesAsBefore) {
   EXPECT_NE(r.out.find("schema version 8 -> "), std::string::npos) << r.out;
   r = run_mactune(dir, {"db", "migrate", "--db", "v8.db"});
   EXPECT_NE(r.out.find("up to date"), std::string::npos) << r.out;
-  auto migrated = checked_decisions(dir.file("v8.db"));
-  std::erase_if(migrated, [](const auto& kv) { return kv.first.ends_with("/break-even"); });
-  EXPECT_EQ(migrated, before);
+  const auto choices = [](std::map<std::string, std::string> m) {
+    std::erase_if(m, [](const auto& kv) {
+      return kv.first.ends_with("/break-even") || kv.first.ends_with("/ties");
+    });
+    return m;
+  };
+  const auto migrated = checked_decisions(dir.file("v8.db"), false);
+  EXPECT_EQ(choices(migrated), before);
   // Deciding again from the migrated rows (incumbents through the references) changes nothing.
   r = run_mactune(dir, {"emit", "--db", "v8.db", "-o", "v8.json", "-q"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  auto again = checked_decisions(dir.file("v8.db"));
-  std::erase_if(again, [](const auto& kv) { return kv.first.ends_with("/break-even"); });
-  EXPECT_EQ(again, before);
+  // Its ties are written again, now each with the row of its config.
+  const auto again = checked_decisions(dir.file("v8.db"));
+  EXPECT_EQ(choices(again), before);
+  for (const auto& [what, ties] : migrated)
+    if (what.ends_with("/ties")) {
+      EXPECT_EQ(again.at(what), ties) << what;
+    }
 }
 
 }  // namespace

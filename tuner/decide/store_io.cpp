@@ -235,7 +235,8 @@ void store_decisions(db::Store& store, const Selection& sel, const LoadedPairs& 
       if (c.margin > 0) b.margin = c.margin;
       b.tie_tolerance = tie_tolerance;
       for (std::size_t i = 0; i < c.ties.size(); ++i)
-        b.tie_set.push_back({c.ties[i].instance, config_text(c.ties[i]), c.tie_scores.at(i)});
+        b.tie_set.push_back({c.ties[i].instance, config_text(c.ties[i]), c.tie_scores.at(i),
+                             row(d.bucket, c.ties[i])});
       store.write_best_config(b);
     }
     db::BreakEvenRow be;
