@@ -37,7 +37,7 @@ TEST(TunerSpec, MinimalSpecGetsDefaults) {
   EXPECT_EQ(s.output.db, "results/tiny.db");
   EXPECT_EQ(s.output.dispatch, "dispatch/tiny.json");
   EXPECT_EQ(s.measure.mode, CacheMode::cold);
-  EXPECT_DOUBLE_EQ(s.tie_tolerance, 0.01);
+  EXPECT_DOUBLE_EQ(s.decide.tie_tolerance, 0.01);
 }
 
 TEST(TunerSpec, AxesListsRangesAndCanonicalValues) {
@@ -173,9 +173,9 @@ seed: 42
   EXPECT_EQ(s.measure.stop.max_samples, 9);
   EXPECT_EQ(s.measure.mode, CacheMode::hot);
   EXPECT_EQ(s.measure.key(), "hot");
-  EXPECT_DOUBLE_EQ(s.tie_tolerance, 0.02);
-  EXPECT_EQ(s.ties, TieRule::overlap);
-  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", "cpu").ties,
+  EXPECT_DOUBLE_EQ(s.decide.tie_tolerance, 0.02);
+  EXPECT_EQ(s.decide.ties, TieRule::overlap);
+  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", "cpu").decide.ties,
             TieRule::tolerance);
   EXPECT_EQ(error_of("name: t\ndecide:\n  ties: coin\n")
                 .rfind("t.yaml:3: decide.ties: unknown tie rule", 0),
