@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/field_flags.h"
 #include "cli/options.h"
 #include "cli/registry.h"
 #include "db/store.h"
@@ -20,8 +21,8 @@ namespace {
 
 struct EmitArgs {
   std::string db, out, header, device = "auto";
-  double tie_tolerance = 0.01;
-  std::string ties = "overlap";
+  tuner::DecidePolicy decide;  // --tie-tolerance, --ties: rows of its field table
+  FieldFlags flags;
   bool quiet = false;
 };
 
@@ -38,8 +39,8 @@ DeviceFingerprint this_machine(const db::Store& store) {
 
 tuner::DecideOptions options(const EmitArgs& a) {
   tuner::DecideOptions o;
-  o.tie_tolerance = a.tie_tolerance;
-  o.ties = parse_enum<tuner::TieRule>(a.ties);
+  o.tie_tolerance = a.decide.tie_tolerance;
+  o.ties = a.decide.ties;
   return o;
 }
 
@@ -79,12 +80,8 @@ void add_emit(CLI::App& app) {
                   "auto (this machine, or the only device), a fingerprint digest or a name glob");
   cmd->add_option("-o,--output", a->out, "Dispatch table JSON to write")->required();
   cmd->add_option("--header", a->header, "Also write the table as a C++ header");
-  cmd->add_option("--tie-tolerance", a->tie_tolerance, "Configs this close to the best are tied")
-      ->check(number_in(0.0, 0.99));
-  cmd->add_option("--ties", a->ties,
-                  "overlap: configs the intervals cannot tell apart are tied too; tolerance: only "
-                  "the tolerance")
-      ->check(CLI::IsMember({"overlap", "tolerance"}));
+  // The spec's decide.tie_tolerance and decide.ties, as their table rows read them.
+  a->flags.add(*cmd, a->decide, "decide", "Decisions", {"break_even", "resolution"});
   cmd->add_flag("--quiet,-q", a->quiet, "Do not print the summary table");
   cmd->callback([a] { run(*a); });
 }

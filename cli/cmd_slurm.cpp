@@ -168,8 +168,8 @@ std::string finish_script(const Plan& p, const SlurmArgs& a) {
   const tuner::Spec& s = p.sweep.spec;
   const std::string device = s.device.name == "*" ? "auto" : s.device.name;
   const std::string decide = " --device " + sh(device) + " --tie-tolerance " +
-                             db::format_double(s.tie_tolerance) + " --ties " +
-                             std::string(name_of(s.ties));
+                             db::format_double(s.decide.tie_tolerance) + " --ties " +
+                             std::string(name_of(s.decide.ties));
   std::ostringstream o;
   o << "#!/usr/bin/env bash\n"
     << "# Written by `mactune slurm` (docs/slurm.md): after every task of the array succeeded\n"

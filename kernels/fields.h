@@ -125,12 +125,17 @@ struct FieldRange {
   bool holds(double x) const {
     return (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
   }
-  // "must be in [1, 128]", "must be at least 1", "must be in (0, 1]".
-  std::string requirement() const {
+  // "must be in [1, 128]", "must be at least 1", "must be in (0, 1]". `integer`: the bounds of
+  // an integer field, written out in decimal ("1000000", where format_real would say "1e+06").
+  std::string requirement(bool integer = false) const {
+    auto bound = [integer](double x) {
+      return integer && std::fabs(x) < 9e15 ? std::to_string(static_cast<std::int64_t>(x))
+                                            : format_real(x);
+    };
     if (hi == std::numeric_limits<double>::infinity())
-      return std::string(lo_open ? "must be above " : "must be at least ") + format_real(lo);
-    return std::string("must be in ") + (lo_open ? "(" : "[") + format_real(lo) + ", " +
-           format_real(hi) + (hi_open ? ")" : "]");
+      return std::string(lo_open ? "must be above " : "must be at least ") + bound(lo);
+    return std::string("must be in ") + (lo_open ? "(" : "[") + bound(lo) + ", " + bound(hi) +
+           (hi_open ? ")" : "]");
   }
 };
 
@@ -241,7 +246,7 @@ struct Field {
         const auto* i = std::get_if<std::int64_t>(&v);
         if (!i) input_error("expected an integer, got ", quoted(v));
         if (!bounds.holds(static_cast<double>(*i)))
-          input_error("value ", *i, " is out of range (", name, " ", bounds.requirement(), ")");
+          input_error("value ", *i, " is out of range (", name, " ", bounds.requirement(true), ")");
         return *i;
       }
       case FieldType::real: {
@@ -316,6 +321,14 @@ struct member_of<T S::*> {
   using type = T;
 };
 
+// std::optional of a named enum: a choice field whose "auto" is none (the caller picks).
+template <class T>
+struct optional_enum : std::false_type {};
+template <NamedEnum E>
+struct optional_enum<std::optional<E>> : std::true_type {
+  using type = E;
+};
+
 template <class T>
 concept HasCodec = requires(const T& t, std::string_view s) {
   { FieldCodec<T>::text(t) } -> std::convertible_to<std::string>;
@@ -332,6 +345,8 @@ Scalar to_scalar(const T& v) {
     return static_cast<double>(v);
   else if constexpr (NamedEnum<T>)
     return std::string(name_of(v));
+  else if constexpr (optional_enum<T>::value)
+    return v ? std::string(name_of(*v)) : std::string("auto");
   else if constexpr (std::is_same_v<T, std::string>)
     return v;
   else
@@ -348,7 +363,10 @@ T from_scalar(const Scalar& v) {
     return static_cast<T>(std::get<double>(v));
   else if constexpr (NamedEnum<T>)
     return parse_enum<T>(std::get<std::string>(v));
-  else if constexpr (std::is_same_v<T, std::string>)
+  else if constexpr (optional_enum<T>::value) {
+    const std::string& s = std::get<std::string>(v);
+    return s == "auto" ? T() : T(parse_enum<typename optional_enum<T>::type>(s));
+  } else if constexpr (std::is_same_v<T, std::string>)
     return std::get<std::string>(v);
   else
     return FieldCodec<T>::parse(std::get<std::string>(v));
@@ -357,8 +375,9 @@ T from_scalar(const Scalar& v) {
 }  // namespace detail
 
 // A table row for member `Member` (&Struct::member): its type follows the member's type
-// (integer, real, boolean, an enum with EnumNames -> choice, std::string -> free text or, with
-// .only() / .instance(), a choice or an instance, a type with a FieldCodec -> text).
+// (integer, real, boolean, an enum with EnumNames -> choice, std::optional of such an enum ->
+// a choice with "auto" for none, std::string -> free text or, with .only() / .instance(), a
+// choice or an instance, a type with a FieldCodec -> text).
 template <auto Member>
 auto field(std::string_view name, std::string_view member, std::string_view help) {
   using S = typename detail::member_of<decltype(Member)>::owner;
@@ -379,6 +398,20 @@ auto field(std::string_view name, std::string_view member, std::string_view help
     for (const EnumName<T>& n : EnumNames<T>::names)
       if (name_of(n.value) == n.name) f.choices.emplace_back(n.name);
     f.canonical = [](std::string_view s) { return std::string(name_of(parse_enum<T>(s))); };
+  } else if constexpr (detail::optional_enum<T>::value) {
+    using E = typename detail::optional_enum<T>::type;
+    f.type = FieldType::choice;
+    f.choices.emplace_back("auto");
+    for (const EnumName<E>& n : EnumNames<E>::names)
+      if (name_of(n.value) == n.name) f.choices.emplace_back(n.name);
+    f.canonical = [](std::string_view s) {
+      if (s == "auto") return std::string(s);
+      try {
+        return std::string(name_of(parse_enum<E>(s)));
+      } catch (const InputError&) {
+        input_error("expected auto, ", enum_choices<E>(), ", got '", s, "'");
+      }
+    };
   } else if constexpr (std::is_same_v<T, std::string>) {
     f.type = FieldType::choice;  // .only({...}) lists the names; .instance() makes it a name
   } else {
@@ -516,7 +549,9 @@ std::optional<FieldProblem> range_problem(const S& s) {
     } catch (const InputError& e) {
       const std::string at = std::string(f.name) + " = ";
       if (f.type == FieldType::integer || f.type == FieldType::real)
-        return FieldProblem{std::string(f.name), at + f.text(v) + " " + f.bounds.requirement()};
+        return FieldProblem{
+            std::string(f.name),
+            at + f.text(v) + " " + f.bounds.requirement(f.type == FieldType::integer)};
       if (f.type == FieldType::choice)
         return FieldProblem{std::string(f.name),
                             at + "'" + f.text(v) + "' is not one of " + f.choice_list()};

@@ -104,13 +104,13 @@ SpecFixture fill_from_spec(db::Store& store, const std::string& spec_path) {
   f.selection = w.selection();
   for (const TunePoint& p : grid) w.store(p);
   f.points = grid.size();
-  f.tie_tolerance = spec.tie_tolerance;
-  f.ties = spec.ties;
+  f.tie_tolerance = spec.decide.tie_tolerance;
+  f.ties = spec.decide.ties;
   // The search as tune runs it: rounds of one probe per open bucket, decided from what is
   // stored (each probe is a new hit rate, so every one is measured).
-  for (int round = 0; spec.search_break_even && round < 16; ++round) {
+  for (int round = 0; spec.decide.search_break_even() && round < 16; ++round) {
     const auto decisions = decide_only(store, f.selection, decide_options(f)).decisions;
-    const std::vector<TunePoint> probes = next_probes(decisions, grid, spec.resolution);
+    const std::vector<TunePoint> probes = next_probes(decisions, grid, spec.decide.resolution);
     if (probes.empty()) break;
     for (const TunePoint& p : probes) w.store(p);
     f.probes += probes.size();

@@ -142,8 +142,8 @@ TEST(TunerGrid, ShippedSpecs) {
   EXPECT_EQ(configs.size(), 6u);
   for (const auto& [b, c] : configs) EXPECT_GE(c.size(), 16u) << b;
   EXPECT_EQ(wide.search.strategy, SearchStrategy::halving);
-  EXPECT_TRUE(quick.search_break_even);
-  EXPECT_DOUBLE_EQ(quick.resolution, 0.02);
+  EXPECT_TRUE(quick.decide.search_break_even());
+  EXPECT_DOUBLE_EQ(quick.decide.resolution, 0.02);
   const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", "cuda");
   EXPECT_EQ(expand_grid(cuda_quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
   EXPECT_EQ(cuda_quick.device.backend, "cuda");

@@ -161,7 +161,7 @@ TEST(Replay, EqualsTheLiveHalvingSearchOnADeterministicBackend) {
   // The same picks as decide() over the live search's rows; the trap config is not one of
   // them though it is exhaustive's pick (its samples after the first two are the fastest).
   DecideOptions opt;
-  opt.tie_tolerance = plan.spec.tie_tolerance;
+  opt.tie_tolerance = plan.spec.decide.tie_tolerance;
   const std::vector<BucketDecision> d = decide(loaded.pairs, opt);
   ASSERT_EQ(d.size(), 2u);
   ASSERT_EQ(replay.buckets.size(), 2u);

@@ -3,9 +3,11 @@
 //   emitted dispatch table (JSON) -> Dispatcher -> choice -> session options.
 // The test walks the field tables themselves (kernels/fields.h), setting every field of the
 // MAC settings and of the backend's engine config to a value other than its default: a field
-// added to a table is covered without a line here.
+// added to a table is covered without a line here. The spec's policy sections (measure, search,
+// decide) are walked the same way, from their own tables (tuner/spec/spec.h).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "dispatcher/dispatch.h"
@@ -177,6 +179,102 @@ TEST(ConfigRoundTrip, UnknownParamsAreRefused) {
   EXPECT_THROW(dispatch::session_options(c, cat, SessionOptions<cuda::EngineConfig>{}), InputError);
   c.full.params = {{"thread", std::int64_t{2}}};
   EXPECT_THROW(dispatch::session_options(c, cat, cpu::SessionOptions{}), InputError);
+}
+
+// ---- The spec's policy sections (measure, search, decide): their tables' rows, walked.
+
+// The struct a policy section reads into, and the section's name.
+template <class S>
+S& policy_of(Spec& spec);
+template <>
+MeasurePolicy& policy_of(Spec& spec) {
+  return spec.measure;
+}
+template <>
+Search& policy_of(Spec& spec) {
+  return spec.search;
+}
+template <>
+DecidePolicy& policy_of(Spec& spec) {
+  return spec.decide;
+}
+
+// Every row away from its default: spec key -> struct -> "name=value" text -> struct again.
+template <class S>
+void policy_round_trip(const std::string& section) {
+  const dispatch::Catalog cat = catalog();
+  const std::string yaml = "name: rt\n" + section + ":\n" + yaml_fields<S>(cat, "  ");
+  Spec spec = parse_spec(yaml, "rt.yaml", "cuda");
+  const S& got = policy_of<S>(spec);
+  for (const Field<S>& f : fields_of<S>())
+    EXPECT_NE(f.text_of(got), f.text(f.default_value())) << section << "." << f.name << " kept "
+                                                         << "its default";
+  expect_probes(got, cat, "spec " + section);
+  const std::string text = fields_text(got);
+  S back;
+  parse_fields_text(back, text);
+  expect_probes(back, cat, "text " + text);
+  EXPECT_EQ(fields_text(back), text);
+}
+
+TEST(ConfigRoundTrip, EveryPolicyFieldSurvivesSpecStructText) {
+  policy_round_trip<MeasurePolicy>("measure");
+  policy_round_trip<Search>("search");
+  policy_round_trip<DecidePolicy>("decide");
+}
+
+// The message of the InputError parsing `yaml` throws ("" if none).
+std::string spec_error_of(const std::string& yaml) {
+  try {
+    parse_spec(yaml, "t.yaml", "cpu");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Every numeric row's range is enforced from the spec: a value just outside each finite bound
+// is refused on its line, naming SECTION.KEY and the range; the bound itself (when closed) is
+// read. An unknown key names every row.
+template <class S>
+void policy_ranges(const std::string& section) {
+  std::string rows;
+  for (const Field<S>& f : fields_of<S>()) {
+    rows += std::string(rows.empty() ? "" : ", ") + std::string(f.name);
+    if (f.type != FieldType::integer && f.type != FieldType::real) continue;
+    const bool integer = f.type == FieldType::integer;
+    const double step = integer ? 1 : 0.5;
+    const FieldRange& b = f.bounds;
+    std::vector<double> outside;
+    if (std::isfinite(b.lo)) outside.push_back(b.lo_open ? b.lo : b.lo - step);
+    if (std::isfinite(b.hi)) outside.push_back(b.hi_open ? b.hi : b.hi + step);
+    EXPECT_FALSE(outside.empty()) << section << "." << f.name << " has no finite bound";
+    const std::string key = section + "." + std::string(f.name);
+    for (const double x : outside) {
+      const std::string v = integer ? std::to_string(static_cast<std::int64_t>(x)) : format_real(x);
+      const std::string e =
+          spec_error_of("name: t\n" + section + ":\n  " + std::string(f.name) + ": " + v + "\n");
+      EXPECT_EQ(e, "t.yaml:3: " + key + ": " + b.requirement(integer) + ", got " + v) << key;
+    }
+    for (const double x : {b.lo, b.hi}) {
+      if (!std::isfinite(x) || (x == b.lo && b.lo_open) || (x == b.hi && b.hi_open)) continue;
+      const std::string v = integer ? std::to_string(static_cast<std::int64_t>(x)) : format_real(x);
+      std::string yaml = "name: t\n" + section + ":\n  " + std::string(f.name) + ": " + v + "\n";
+      // The one check across rows: a bound of one side of [min_samples, max_samples] needs the
+      // other beside it.
+      if (f.name == "min_samples") yaml += "  max_samples: " + v + "\n";
+      if (f.name == "max_samples") yaml += "  min_samples: " + v + "\n";
+      EXPECT_EQ(spec_error_of(yaml), "") << key << " = " << v;
+    }
+  }
+  const std::string e = spec_error_of("name: t\n" + section + ":\n  bogus: 1\n");
+  EXPECT_EQ(e, "t.yaml:3: " + section + ".bogus: unknown key (expected one of: " + rows + ")");
+}
+
+TEST(ConfigRoundTrip, EveryPolicyRangeIsEnforcedFromTheSpec) {
+  policy_ranges<MeasurePolicy>("measure");
+  policy_ranges<Search>("search");
+  policy_ranges<DecidePolicy>("decide");
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ TEST(TunerSpec, MinimalSpecGetsDefaults) {
   EXPECT_EQ(s.output.db, "results/tiny.db");
   EXPECT_EQ(s.output.dispatch, "dispatch/tiny.json");
   EXPECT_EQ(s.measure.mode, CacheMode::cold);
-  EXPECT_DOUBLE_EQ(s.tie_tolerance, 0.01);
+  EXPECT_DOUBLE_EQ(s.decide.tie_tolerance, 0.01);
 }
 
 TEST(TunerSpec, AxesListsRangesAndCanonicalValues) {
@@ -173,9 +173,9 @@ seed: 42
   EXPECT_EQ(s.measure.stop.max_samples, 9);
   EXPECT_EQ(s.measure.mode, CacheMode::hot);
   EXPECT_EQ(s.measure.key(), "hot");
-  EXPECT_DOUBLE_EQ(s.tie_tolerance, 0.02);
-  EXPECT_EQ(s.ties, TieRule::overlap);
-  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", "cpu").ties,
+  EXPECT_DOUBLE_EQ(s.decide.tie_tolerance, 0.02);
+  EXPECT_EQ(s.decide.ties, TieRule::overlap);
+  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", "cpu").decide.ties,
             TieRule::tolerance);
   EXPECT_EQ(error_of("name: t\ndecide:\n  ties: coin\n")
                 .rfind("t.yaml:3: decide.ties: unknown tie rule", 0),
@@ -223,7 +223,21 @@ TEST(TunerSpec, NameIsRequiredAndFileSafe) {
   EXPECT_EQ(error_of("name: a/b\n").rfind("t.yaml:1: name:", 0), 0u);
 }
 
-// docs/spec.md documents every axis the reader accepts, key by key.
+// The "| `NAME` |" row of every field of S is in the part of `doc` under the heading that
+// starts with `heading` (up to the next "## ").
+template <Described S>
+void expect_documented(const std::string& doc, const std::string& heading) {
+  const std::size_t at = doc.find("\n" + heading);
+  ASSERT_NE(at, std::string::npos) << heading;
+  const std::size_t end = doc.find("\n## ", at + 1);
+  const std::string part = doc.substr(at, end == std::string::npos ? end : end - at);
+  for (const Field<S>& f : fields_of<S>())
+    EXPECT_NE(part.find("| `" + std::string(f.name) + "` |"), std::string::npos)
+        << heading << ": " << f.name;
+}
+
+// docs/spec.md documents every axis the reader accepts, and every key of the policy sections
+// (their field tables' rows), key by key.
 TEST(TunerSpec, DocsListEveryAxis) {
   const char* src = std::getenv("MACTUNE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
@@ -232,10 +246,10 @@ TEST(TunerSpec, DocsListEveryAxis) {
   ASSERT_FALSE(doc.empty());
   for (const AxisDef& d : axis_defs())
     EXPECT_NE(doc.find("| `" + std::string(d.name()) + "` |"), std::string::npos) << d.name();
-  for (const char* key :
-       {"warmup", "min_samples", "max_samples", "noise", "min_time", "stable_window", "time_cap",
-        "mode", "timer", "interleave", "tie_tolerance", "ties", "backend", "name", "db", "dispatch",
-        "header", "report"})
+  expect_documented<MeasurePolicy>(doc, "## `measure`");
+  expect_documented<Search>(doc, "## `search`");
+  expect_documented<DecidePolicy>(doc, "## `decide`");
+  for (const char* key : {"backend", "name", "db", "dispatch", "header", "report"})
     EXPECT_NE(doc.find(std::string("| `") + key + "` |"), std::string::npos) << key;
 }
 

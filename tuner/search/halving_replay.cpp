@@ -212,8 +212,8 @@ HalvingReplayResult replay_halving(const SweepPlan& plan, const std::string& db_
 
   Progress silent = Progress::silent();
   DecideOptions opt;
-  opt.tie_tolerance = spec.tie_tolerance;
-  opt.ties = spec.ties;
+  opt.tie_tolerance = spec.decide.tie_tolerance;
+  opt.ties = spec.decide.ties;
   for (const std::string& b : order) {
     const std::vector<HalvingPoint>& pts = points.at(b);
     const std::vector<StoredPair>& st = stored.at(b);

@@ -112,8 +112,8 @@ class Rounds {
   bool keep_better_half(const std::vector<PairRow>& rows, bool mac, bool ties,
                         std::set<std::string>& alive) const {
     DecideOptions opt;
-    opt.tie_tolerance = spec_.tie_tolerance;
-    opt.ties = spec_.ties;
+    opt.tie_tolerance = spec_.decide.tie_tolerance;
+    opt.ties = spec_.decide.ties;
     const std::vector<BucketDecision> d = decide(rows, opt);
     if (d.empty()) return true;
     std::vector<HalvingScore> scores;
@@ -123,7 +123,7 @@ class Rounds {
         scores.push_back({c.score, c.tie_score});
         ids.push_back(c.config.id());
       }
-    const HalvingStep step = halving_step(scores, spec_.tie_tolerance, ties);
+    const HalvingStep step = halving_step(scores, spec_.decide.tie_tolerance, ties);
     alive.clear();
     for (std::size_t k : step.keep) alive.insert(ids[k]);
     return step.last;

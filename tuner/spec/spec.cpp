@@ -87,6 +87,10 @@ struct Reader {
   };
   std::vector<Entry> mapping(const YAML::Node& n, std::string_view where,
                              std::initializer_list<std::string_view> known) const {
+    return mapping(n, where, std::vector<std::string_view>(known));
+  }
+  std::vector<Entry> mapping(const YAML::Node& n, std::string_view where,
+                             const std::vector<std::string_view>& known) const {
     if (!n.IsMap()) fail(n, where, "expected a mapping of keys");
     std::vector<Entry> out;
     for (auto it = n.begin(); it != n.end(); ++it) {
@@ -119,15 +123,6 @@ struct Reader {
     if (v != std::floor(v) || std::fabs(v) > 9e15)
       fail(at ? *at : n, key, "expected an integer, got '", n.Scalar(), "'");
     return static_cast<long long>(v);
-  }
-  template <NamedEnum E>
-  E choice(const YAML::Node& n, std::string_view key) const {
-    const std::string s = scalar(n, key);
-    try {
-      return parse_enum<E>(s);
-    } catch (const InputError& e) {
-      fail(n, key, e.what());
-    }
   }
   bool boolean(const YAML::Node& n, std::string_view key) const {
     const std::string s = scalar(n, key);
@@ -230,62 +225,47 @@ void read_axes(const Reader& rd, Spec& spec, Section section, const YAML::Node& 
   }
 }
 
-void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
-  for (const auto& e : rd.mapping(n, "measure",
-                                  {"warmup", "min_samples", "max_samples", "noise", "min_time",
-                                   "time_cap", "mode", "stable_window", "timer", "interleave"})) {
-    const std::string key = "measure." + e.key;
-    auto positive_int = [&](int lo) {
-      const long long v = rd.integer(e.value, key);
-      if (v < lo || v > 1000000) rd.fail(e.value, key, "must be in [", lo, ", 1000000]");
-      return static_cast<int>(v);
-    };
-    auto nonneg = [&]() {
-      const double v = rd.number(e.value, key);
-      if (v < 0) rd.fail(e.value, key, "must be >= 0");
-      return v;
-    };
-    if (e.key == "warmup") m.stop.warmup = positive_int(0);
-    if (e.key == "min_samples") m.stop.min_samples = positive_int(1);
-    if (e.key == "max_samples") m.stop.max_samples = positive_int(1);
-    if (e.key == "noise") m.stop.noise = nonneg();
-    if (e.key == "min_time") m.stop.min_time = nonneg();
-    if (e.key == "time_cap") m.stop.time_cap = nonneg();
-    if (e.key == "stable_window") m.stop.stable_window = positive_int(2);
-    if (e.key == "interleave") m.interleave = rd.choice<Interleave>(e.value, key);
-    if (e.key == "timer") {
-      const std::string t = rd.scalar(e.value, key);
-      m.timer.reset();
-      if (t != "auto") {
-        try {
-          m.timer = parse_enum<Timer>(t);
-        } catch (const InputError&) {
-          rd.fail(e.value, key, "expected auto, ", enum_choices<Timer>(), ", got '", t, "'");
-        }
-      }
-    }
-    if (e.key == "mode") m.mode = rd.choice<CacheMode>(e.value, key);
+// One key of a policy section, read and checked by its table row. A number outside the row's
+// range says the range, as an axis's bounds do ("must be in [1, 1000000], got 0").
+template <class S>
+void read_field(const Reader& rd, const Field<S>& f, S& s, const YAML::Node& n,
+                const std::string& key) {
+  const std::string text = rd.scalar(n, key);
+  try {
+    f.set(s, f.parse(text));
+  } catch (const InputError& e) {
+    const std::optional<double> x = parse_real(text);
+    const bool numeric =
+        f.type == FieldType::real || (f.type == FieldType::integer && x && *x == std::floor(*x));
+    if (numeric && x && !f.bounds.holds(*x))
+      rd.fail(n, key, f.bounds.requirement(f.type == FieldType::integer), ", got ", text);
+    rd.fail(n, key, e.what());
   }
+}
+
+// A policy section (`measure`, `search`, `decide`) through the table of its struct: every key
+// a row (an unknown one names the rows), every value checked by its row.
+template <Described S>
+void read_fields(const Reader& rd, S& s, const YAML::Node& n, const std::string& where) {
+  std::vector<std::string_view> known;
+  for (const Field<S>& f : fields_of<S>()) known.push_back(f.name);
+  for (const auto& e : rd.mapping(n, where, known))
+    read_field(rd, *find_field<S>(e.key), s, e.value, where + "." + e.key);
+}
+
+void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
+  read_fields(rd, m, n, "measure");
   if (m.stop.max_samples < m.stop.min_samples)
     rd.fail(n, "measure", "max_samples = ", m.stop.max_samples,
             " is below min_samples = ", m.stop.min_samples);
-  if (!(m.stop.time_cap > 0)) rd.fail(n, "measure.time_cap", "must be positive");
 }
 
 // `search: halving` or `search: {strategy: halving, first_samples: 2}`.
 void read_search(const Reader& rd, Search& s, const YAML::Node& n) {
-  if (n.IsScalar()) {
-    s.strategy = rd.choice<SearchStrategy>(n, "search");
-    return;
-  }
-  for (const auto& e : rd.mapping(n, "search", {"strategy", "first_samples"})) {
-    if (e.key == "strategy") s.strategy = rd.choice<SearchStrategy>(e.value, "search.strategy");
-    if (e.key == "first_samples") {
-      const long long v = rd.integer(e.value, "search.first_samples");
-      if (v < 1 || v > 1000) rd.fail(e.value, "search.first_samples", "must be in [1, 1000]");
-      s.first_samples = static_cast<int>(v);
-    }
-  }
+  if (n.IsScalar())
+    read_field(rd, *find_field<Search>("strategy"), s, n, "search");
+  else
+    read_fields(rd, s, n, "search");
 }
 
 // `zip: [[q_heads, kv_heads], ...]`: axes that vary together, item by item.
@@ -447,33 +427,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
     } else if (e.key == "search") {
       read_search(rd, spec.search, e.value);
     } else if (e.key == "decide") {
-      for (const auto& d :
-           rd.mapping(e.value, "decide", {"tie_tolerance", "ties", "break_even", "resolution"})) {
-        if (d.key == "break_even") {
-          const std::string v = rd.scalar(d.value, "decide.break_even");
-          if (v != "search" && v != "grid")
-            rd.fail(d.value, "decide.break_even", "'" + v + "' is not search or grid");
-          spec.search_break_even = v == "search";
-          continue;
-        }
-        if (d.key == "resolution") {
-          spec.resolution = rd.number(d.value, "decide.resolution");
-          if (!(spec.resolution > 0 && spec.resolution < 1))
-            rd.fail(d.value, "decide.resolution", "must be in (0, 1)");
-          continue;
-        }
-        if (d.key == "ties") {
-          try {
-            spec.ties = parse_enum<TieRule>(rd.scalar(d.value, "decide.ties"));
-          } catch (const InputError& err) {
-            rd.fail(d.value, "decide.ties", err.what());
-          }
-          continue;
-        }
-        spec.tie_tolerance = rd.number(d.value, "decide.tie_tolerance");
-        if (spec.tie_tolerance < 0 || spec.tie_tolerance >= 1)
-          rd.fail(d.value, "decide.tie_tolerance", "must be in [0, 1)");
-      }
+      read_fields(rd, spec.decide, e.value, "decide");
     } else if (e.key == "output") {
       for (const auto& o : rd.mapping(e.value, "output", {"db", "dispatch", "header", "report"})) {
         const std::string v = rd.scalar(o.value, "output." + o.key);

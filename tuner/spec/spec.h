@@ -121,6 +121,92 @@ struct Search {
   int first_samples = 2;  // samples per case in the first brief round
 };
 
+// decide.break_even: search (bisect the hit rate after the grid, tuner/search/search.h) or grid
+// (the break-even as the grid measured it).
+enum class BreakEvenMode { search, grid };
+}  // namespace mactune::tuner
+template <>
+struct mactune::EnumNames<mactune::tuner::BreakEvenMode> {
+  using S = tuner::BreakEvenMode;
+  static constexpr std::string_view what = "break-even mode";
+  static constexpr EnumName<S> names[] = {{S::search, "search"}, {S::grid, "grid"}};
+};
+namespace mactune::tuner {
+
+// The spec's `decide` section: how stored measurements become decisions.
+struct DecidePolicy {
+  double tie_tolerance = 0.01;  // configs within this fraction of the best score are tied
+  TieRule ties = TieRule::overlap;
+  BreakEvenMode break_even = BreakEvenMode::search;
+  double resolution = 0.02;  // the break-even search's bracket width (hit rate)
+
+  bool search_break_even() const { return break_even == BreakEvenMode::search; }
+};
+
+}  // namespace mactune::tuner
+
+// The policy sections' keys (docs/spec.md `measure`, `search`, `decide`): the spec reads them
+// through these tables, and checks across rows (max_samples >= min_samples) after.
+template <>
+struct mactune::FieldTable<mactune::tuner::MeasurePolicy> {
+  static const std::vector<Field<tuner::MeasurePolicy>>& fields() {
+    using M = tuner::MeasurePolicy;
+    static const std::vector<Field<M>> t = [] {
+      std::vector<Field<M>> rows = lift(fields_of<tuner::StoppingPolicy>(), &M::stop);
+      rows.push_back(field<&M::interleave>(
+          "interleave", "interleave",
+          "point: each point's two sides in turn; bucket: every config of a bucket in turn"));
+      rows.push_back(field<&M::timer>("timer", "timer",
+                                      "what samples are timed with (auto: the backend's default)"));
+      rows.push_back(field<&M::mode>("mode", "mode",
+                                     "cold: caches flushed before every sample; hot: no flush"));
+      return rows;
+    }();
+    return t;
+  }
+};
+template <>
+struct mactune::FieldTable<mactune::tuner::Search> {
+  static const std::vector<Field<tuner::Search>>& fields() {
+    using S = tuner::Search;
+    static const std::vector<Field<S>> t = {
+        field<&S::strategy>("strategy", "strategy",
+                            "exhaustive: every point to the stopping rule; halving: successive "
+                            "halving over each bucket's configs"),
+        field<&S::first_samples>("first_samples", "first_samples",
+                                 "halving: samples per case in the first round")
+            .range(1, 1000),
+    };
+    return t;
+  }
+};
+template <>
+struct mactune::FieldTable<mactune::tuner::DecidePolicy> {
+  static const std::vector<Field<tuner::DecidePolicy>>& fields() {
+    using D = tuner::DecidePolicy;
+    static const std::vector<Field<D>> t = {
+        field<&D::tie_tolerance>("tie_tolerance", "tie_tolerance",
+                                 "configs whose score is within this fraction of the best are tied")
+            .range(0, 1)
+            .open_above(),
+        field<&D::ties>("ties", "ties",
+                        "overlap: differences the measurement cannot resolve are none; "
+                        "tolerance: the scores alone"),
+        field<&D::break_even>(
+            "break_even", "break_even",
+            "search: bisect each bucket's hit rate after the grid; grid: the grid's hit rates"),
+        field<&D::resolution>("resolution", "resolution",
+                              "the break-even search stops when its bracket is this narrow")
+            .range(0, 1)
+            .open_below()
+            .open_above(),
+    };
+    return t;
+  }
+};
+
+namespace mactune::tuner {
+
 struct DeviceFilter {
   std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is usable, else cpu)
   std::string name = "*";        // glob over the device name
@@ -146,12 +232,7 @@ struct Spec {
   std::vector<Constraint> constraints;
   MeasurePolicy measure;
   Search search;
-  double tie_tolerance = 0.01;  // configs within this fraction of the best score are tied
-  TieRule ties = TieRule::overlap;
-  // decide.break_even: search (bisect the hit rate after the grid, tuner/search/search.h) or grid
-  // (the break-even as the grid measured it); decide.resolution: the search's bracket width.
-  bool search_break_even = true;
-  double resolution = 0.02;
+  DecidePolicy decide;
   std::uint64_t seed = 1;  // seeds the synthetic KV and queries of every point
   Outputs output;
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/enum_names.h"
+#include "kernels/fields.h"
 #include "kernels/stop_reason.h"  // StopReason: why sampling stopped
 #include "kernels/time_stats.h"
 
@@ -32,6 +33,42 @@ struct StoppingPolicy {
   int stable_window = 8;      // the noise has "stabilised" when, over this many samples,
   double stable_drift = 0.1;  // it moved by less than this fraction of itself
 };
+
+}  // namespace mactune::tuner
+
+// The spec's `measure` keys of the stopping rule (docs/spec.md). stable_drift is no row: it is
+// the rule's own constant (docs/spec.md's "moved by < 10 %"), not a setting. max_samples >=
+// min_samples is a check across rows (the spec reader's).
+template <>
+struct mactune::FieldTable<mactune::tuner::StoppingPolicy> {
+  static const std::vector<Field<tuner::StoppingPolicy>>& fields() {
+    using P = tuner::StoppingPolicy;
+    static const std::vector<Field<P>> t = {
+        field<&P::warmup>("warmup", "warmup", "untimed steps of each side before sampling")
+            .range(0, 1000000),
+        field<&P::min_samples>("min_samples", "min_samples",
+                               "no side stops before this many samples")
+            .range(1, 1000000),
+        field<&P::max_samples>("max_samples", "max_samples", "no side takes more samples")
+            .range(1, 1000000),
+        field<&P::noise>("noise", "noise", "a side stops once its relative noise is this or less")
+            .range(0),
+        field<&P::min_time>("min_time", "min_time",
+                            "... and its samples add up to at least this (seconds)")
+            .range(0),
+        field<&P::time_cap>("time_cap", "time_cap",
+                            "wall seconds per point, warm-up and cache flushes included")
+            .range(0)
+            .open_below(),
+        field<&P::stable_window>("stable_window", "stable_window",
+                                 "samples over which a noise estimate that stopped moving stops")
+            .range(2, 1000000),
+    };
+    return t;
+  }
+};
+
+namespace mactune::tuner {
 
 // Tracks one candidate's samples and says when it has enough. Feed samples in order.
 class Convergence {

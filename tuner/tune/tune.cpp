@@ -174,7 +174,7 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
     // shard does the whole search of a bucket and the shards' probes are disjoint. A shard
     // database holding only its own grid points searches nothing.
     std::set<std::string> searchable;  // bucket keys (a sharded run: the complete buckets)
-    if (spec.search_break_even && opt.shard) {
+    if (spec.decide.search_break_even() && opt.shard) {
       std::map<std::string, bool> complete;
       for (const TunePoint& p : all_points) {
         auto [it, fresh] = complete.try_emplace(bucket_of(to_db_workload(p)).key(), true);
@@ -183,21 +183,21 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
       for (const auto& [key, whole] : complete)
         if (whole) searchable.insert(key);
     }
-    if (spec.search_break_even && (!opt.shard || !searchable.empty())) {
+    if (spec.decide.search_break_even() && (!opt.shard || !searchable.empty())) {
       const Selection sel{device_id, build_id, policy, cold};
       DecideOptions dopt;
-      dopt.tie_tolerance = spec.tie_tolerance;
-      dopt.ties = spec.ties;
+      dopt.tie_tolerance = spec.decide.tie_tolerance;
+      dopt.ties = spec.decide.ties;
       for (int round = 0; round < 16; ++round) {
         std::vector<BucketDecision> decisions = decide_only(store, sel, dopt).decisions;
         std::vector<TunePoint> probes;
         if (opt.shard) {
           std::erase_if(decisions,
                         [&](const BucketDecision& d) { return !searchable.count(d.bucket.key()); });
-          probes = shard_points(next_probes(decisions, all_points, spec.resolution),
+          probes = shard_points(next_probes(decisions, all_points, spec.decide.resolution),
                                 opt.shard->first, opt.shard->second);
         } else {
-          probes = next_probes(decisions, points, spec.resolution);
+          probes = next_probes(decisions, points, spec.decide.resolution);
         }
         std::vector<PointIds> probe_ids;
         std::vector<PendingPoint> todo_probes;
@@ -237,8 +237,8 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   if (opt.emit) {
     const Selection sel{device_id, build_id, policy, cold};
     DecideOptions dopt;
-    dopt.tie_tolerance = spec.tie_tolerance;
-    dopt.ties = spec.ties;
+    dopt.tie_tolerance = spec.decide.tie_tolerance;
+    dopt.ties = spec.decide.ties;
     Decided d = decide_and_store(store, sel, dopt);
     d.unreachable = res.unreachable;
     res.decisions = d.decisions;
