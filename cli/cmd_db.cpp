@@ -55,8 +55,8 @@ void print_info(const std::string& path) {
     q.step();
     const auto& f = d.fingerprint;
     std::printf("  %s  %s %s (%d units, %lld GiB, %s%s%s, %d threads): %lld measurements",
-                d.digest.c_str(), f.backend.c_str(), f.name.c_str(), f.compute_units,
-                f.memory_mib / 1024, f.arch.c_str(), f.runtime.empty() ? "" : ", ",
+                d.digest.c_str(), std::string(name_of(f.backend)).c_str(), f.name.c_str(),
+                f.compute_units, f.memory_mib / 1024, f.arch.c_str(), f.runtime.empty() ? "" : ", ",
                 f.runtime.c_str(), f.threads, static_cast<long long>(q.int64(0)));
     if (q.int64(1) > 0) std::printf(" (%lld failed)", static_cast<long long>(q.int64(1)));
     std::printf("\n");

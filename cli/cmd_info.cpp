@@ -41,7 +41,7 @@ void add_info(CLI::App& app) {
     std::string why;
     const bool gpu = gpu_usable(why);
     if (backend_only) {
-      std::cout << (gpu ? "cuda" : "cpu") << '\n';
+      std::cout << (gpu ? Backend::cuda : Backend::cpu) << '\n';
       return;
     }
     std::cout << "mactune " << build::version << " (" << build::git_revision << ", "

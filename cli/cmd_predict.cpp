@@ -70,9 +70,9 @@ std::optional<T> given(const PredictArgs& a, const std::string& flag, const T& v
 
 // --params: the launch parameters of the device's engine, each checked by its field
 // (threads=0,chunk_tokens=256,block_rows=16 on a CPU).
-void check_params(const std::string& backend, const std::string& text) {
+void check_params(Backend backend, const std::string& text) {
   try {
-    if (backend == "cuda") {
+    if (backend == Backend::cuda) {
       cuda::EngineConfig c;
       parse_fields_text(c, text);
     } else {

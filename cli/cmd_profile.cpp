@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/field_flags.h"
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "kernels/cpu/engine_config.h"
 #include "kernels/cuda/engine_config.h"
@@ -47,7 +48,7 @@ namespace mactune::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string backend = "cpu";
+  Backend backend = Backend::cpu;
   // The settings come as flags from their field tables (cli/field_flags.h).
   Problem shape{.batch = 4, .q_heads = 32, .kv_heads = 8, .head_dim = 128};
   int context = 8192;
@@ -71,7 +72,7 @@ struct ProfileArgs {
 // Flags that cannot apply to what runs are refused, not ignored: the other backend's flags,
 // forced hits with --full, a skip ratio without its quota.
 void check_flag_combinations(const ProfileArgs& a) {
-  const bool cuda = a.backend == "cuda";
+  const bool cuda = a.backend == Backend::cuda;
   if (!cuda) {
     for (const auto& [flag, o] : a.cuda_only)
       MACTUNE_REQUIRE(o->count() == 0, flag, " applies to --backend cuda only (this is --backend ",
@@ -106,8 +107,8 @@ extern "C" void on_signal(int sig) {
 // The same loop as a command line: what `--nsys` runs under nsys (CUPTI off: nsys owns it).
 std::vector<std::string> loop_command(const ProfileArgs& a) {
   std::vector<std::string> w = {
-      prof::self_executable("mactune"), "profile", "--backend", a.backend, "--context",
-      std::to_string(a.context)};
+      prof::self_executable("mactune"), "profile",   "--backend",
+      std::string(name_of(a.backend)),  "--context", std::to_string(a.context)};
   auto add = [&w](const std::vector<std::string>& more) {
     w.insert(w.end(), more.begin(), more.end());
   };
@@ -124,8 +125,8 @@ std::vector<std::string> loop_command(const ProfileArgs& a) {
         if (f[i] != (skip ? "--hit-rate" : "--skip-ratio")) add({f[i], f[i + 1]});
     }
   }
-  add(a.flags.args(a.backend == "cpu" ? "CPU engine" : "CUDA engine"));
-  if (a.backend == "cuda") add({"--device", std::to_string(a.cuda.device)});
+  add(a.flags.args(a.backend == Backend::cpu ? "CPU engine" : "CUDA engine"));
+  if (a.backend == Backend::cuda) add({"--device", std::to_string(a.cuda.device)});
   add({"--steps", std::to_string(a.steps), "--warmup", std::to_string(a.warmup), "--seed",
        std::to_string(a.seed), "--no-cupti"});
   return w;
@@ -238,7 +239,7 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
 
   if (!a.trace.empty()) {
     prof::ProfileTraceInfo info;
-    info.process_name = "mactune profile (" + a.backend + ")";
+    info.process_name = "mactune profile (" + std::string(name_of(a.backend)) + ")";
     info.label = instance;
     info.device_names = std::move(device_names);
     prof::ActivityTraceCounts counts;
@@ -279,8 +280,6 @@ void profile_session(const ProfileArgs& a, const typename Session::Engine& engin
 }
 
 void run_profile(const ProfileArgs& a) {
-  MACTUNE_REQUIRE(a.backend == "cpu" || a.backend == "cuda", "--backend '", a.backend,
-                  "' must be cpu or cuda");
   MACTUNE_REQUIRE(a.steps >= 1 && a.warmup >= 0, "--steps must be >= 1 and --warmup >= 0");
   MACTUNE_REQUIRE(a.context >= 1, "--context ", a.context, " must be >= 1");
   check_flag_combinations(a);
@@ -294,7 +293,7 @@ void run_profile(const ProfileArgs& a) {
   if (a.nsys) {
     prof::NsysOptions o;
     o.output = a.nsys_output;
-    o.cuda = a.backend == "cuda";
+    o.cuda = a.backend == Backend::cuda;
     std::cout << prof::nsys_command(loop_command(a), o) << '\n';
     // The loop's ranges name phases and instances, not the workload: the summary is told it,
     // so the kernels find their tune point in the tuner's database (docs/profiling.md).
@@ -316,7 +315,7 @@ void run_profile(const ProfileArgs& a) {
       (double(a.warmup) + a.steps) * (step_floats * 4 + 256),
       "--steps " + std::to_string(a.steps) + " with --warmup " + std::to_string(a.warmup),
       "every step's inputs, made before the loop");
-  if (a.backend == "cpu") {
+  if (a.backend == Backend::cpu) {
     // The CPU session holds the KV cache and ring in host memory: too large a shape is one
     // line here, not std::bad_alloc part way through allocating.
     require_host_memory(
@@ -352,7 +351,7 @@ void add_profile(CLI::App& app) {
   auto a = std::make_shared<ProfileArgs>();
   auto* cmd = app.add_subcommand(
       "profile", "Trace a decode loop: Chrome/Perfetto trace, per-phase summary, DRAM bytes");
-  cmd->add_option("--backend", a->backend, "cpu or cuda")->capture_default_str();
+  add_enum_option(*cmd, "--backend", a->backend, "cpu or cuda");
   cmd->add_option("--context", a->context, "tokens of KV per request before the first step")
       ->capture_default_str();
   cmd->add_flag("--full", a->full, "full attention (the baseline) instead of MAC");

@@ -39,7 +39,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct SlurmArgs {
-  std::string spec, out_dir, backend, partition, finish_partition, gpus_per_task, time, db;
+  std::string spec, out_dir, partition, finish_partition, gpus_per_task, time, db;
+  std::optional<Backend> backend;  // none: the spec's device.backend
   int shards = 0, cpus_per_task = 0, max_parallel = 0;
   std::vector<std::string> sbatch;
   bool submit = false;
@@ -148,7 +149,7 @@ std::string tune_script(const Plan& p, const SlurmArgs& a, const std::vector<int
     o << "#SBATCH --gpus-per-task=" << a.gpus_per_task << "\n";
   if (a.cpus_per_task > 0)
     o << "#SBATCH --cpus-per-task=" << a.cpus_per_task << "\n";
-  else if (p.sweep.backend == "cpu")
+  else if (p.sweep.backend == Backend::cpu)
     o << "# The CPU is what is measured: nothing else runs on the node.\n#SBATCH --exclusive\n";
   o << "#SBATCH --time=" << time << "\n";
   for (const auto& x : a.sbatch) o << "#SBATCH " << x << "\n";
@@ -281,16 +282,16 @@ std::string submit(const std::vector<std::string>& args) {
 }
 
 Plan make_plan(const SlurmArgs& a) {
-  std::string backend = a.backend;
-  if (backend.empty()) {
+  BackendRequest backend = a.backend;
+  if (!backend) {
     backend = tuner::requested_backend(tuner::read_spec_file(a.spec), a.spec);
-    if (backend == "auto")
+    if (!backend)
       input_error(a.spec,
                   ": device.backend is auto, which each node would resolve for itself: "
                   "say what the nodes measure with --backend cpu or --backend cuda");
   }
   Plan p;
-  p.sweep = tuner::plan_sweep(a.spec, backend);
+  p.sweep = tuner::plan_sweep(a.spec, std::optional<BackendRequest>(backend));
   const tuner::Spec& s = p.sweep.spec;
   const auto points = static_cast<int>(p.sweep.points.size());
   if (a.shards < 1 || a.shards > points)
@@ -324,7 +325,7 @@ void run(const SlurmArgs& a) {
       input_error("--sbatch '", x, "': expected one sbatch option, e.g. --account=proj");
   SlurmArgs args = a;
   Plan p = make_plan(args);
-  if (args.gpus_per_task.empty()) args.gpus_per_task = p.sweep.backend == "cuda" ? "1" : "0";
+  if (args.gpus_per_task.empty()) args.gpus_per_task = p.sweep.backend == Backend::cuda ? "1" : "0";
 
   std::vector<int> tasks;
   double slowest = 0;
@@ -441,8 +442,8 @@ void add_slurm(CLI::App& app) {
                   "Time limit per task (default: from the time caps or an earlier run)");
   cmd->add_option("--max-parallel", a->max_parallel, "Run at most this many tasks at once")
       ->check(number_in(1));
-  cmd->add_option("--backend", a->backend, "cpu or cuda (default: the spec's device.backend)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
+  add_enum_option(*cmd, "--backend", a->backend,
+                  "cpu or cuda (default: the spec's device.backend)");
   cmd->add_option("--db", a->db, "Merged database (default: the spec's output.db)");
   cmd->add_option("--sbatch", a->sbatch,
                   "An extra sbatch option for both jobs, e.g. --sbatch=--account=proj");

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/field_flags.h"
 #include "cli/registry.h"
 #include "db/db_error.h"
 #include "kernels/error.h"
@@ -30,6 +31,8 @@ extern "C" void mactune_tune_on_signal(int sig) {
 
 struct TuneArgs {
   tuner::TuneOptions opt;
+  tuner::Search search;  // --search: the row `strategy` of Search's field table
+  FieldFlags flags;
   std::string shard, replay;
   bool no_emit = false, no_report = false, quiet = false, dry_run = false, check = false;
 };
@@ -39,8 +42,7 @@ struct TuneArgs {
 // which a login node lacks (tuner/search/dry_run.h). `--check` fails when a point is not stored.
 void dry_run(const TuneArgs& a) {
   tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
-  if (!a.opt.search.empty())
-    plan.spec.search.strategy = parse_enum<tuner::SearchStrategy>(a.opt.search);
+  if (a.opt.search) plan.spec.search.strategy = *a.opt.search;
   const std::string db_path = a.opt.db_path.empty() ? plan.spec.output.db : a.opt.db_path;
   const tuner::StoredPoints stored = tuner::stored_points(plan, db_path);
   const tuner::PointTimes times = tuner::point_times(plan, {db_path});
@@ -107,8 +109,7 @@ void replay(const TuneArgs& a) {
         "--replay measures and writes nothing: it takes no --dry-run, --shard, --db, "
         "--dispatch, --header or --report");
   tuner::SweepPlan plan = tuner::plan_sweep(a.opt.spec_path, a.opt.backend);
-  if (!a.opt.search.empty())
-    plan.spec.search.strategy = parse_enum<tuner::SearchStrategy>(a.opt.search);
+  if (a.opt.search) plan.spec.search.strategy = *a.opt.search;
   if (plan.spec.search.strategy != tuner::SearchStrategy::halving)
     input_error("--replay replays search: halving, and ", a.opt.spec_path,
                 " searches exhaustively: add --search halving");
@@ -116,6 +117,7 @@ void replay(const TuneArgs& a) {
 }
 
 void run(TuneArgs& a) {
+  if (a.flags.given("Search")) a.opt.search = a.search.strategy;
   if (!a.replay.empty()) return replay(a);
   if (!a.shard.empty()) a.opt.shard = tuner::parse_shard(a.shard);
   if (a.check && !a.dry_run) input_error("--check needs --dry-run: it checks what is stored");
@@ -169,16 +171,26 @@ void add_tune(CLI::App& app) {
                   "Dispatch table to emit (default: the spec's output.dispatch)");
   cmd->add_option("--header", args->opt.header_path, "Also emit the table as a C++ header");
   cmd->add_option("--report", args->opt.report_dir, "Report directory (default: output.report)");
-  cmd->add_option("--backend", args->opt.backend, "cpu, cuda or auto (default: the spec's)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  cmd->add_option_function<std::string>(
+         "--backend",
+         [args](const std::string& text) {
+           try {
+             args->opt.backend = parse_backend_request(text);
+           } catch (const InputError& e) {
+             input_error("--backend: ", e.what());
+           }
+         },
+         "cpu, cuda or auto (default: the spec's device.backend)")
+      ->type_name("{cpu,cuda,auto}");
   cmd->add_option("--shard", args->shard,
                   "Measure shard i of N (i/N, 0 <= i < N): points whose grid index is i mod N");
   cmd->add_flag("--no-emit", args->no_emit, "Do not decide or emit at the end");
   cmd->add_flag("--no-report", args->no_report, "Do not write the report");
   cmd->add_flag("--retry-failed", args->opt.retry_failed, "Measure failed points again");
-  cmd->add_option("--search", args->opt.search,
-                  "exhaustive or halving (default: the spec's search, docs/spec.md)")
-      ->check(CLI::IsMember({"exhaustive", "halving"}));
+  // The spec's search.strategy, as its table row reads it (default: the spec's).
+  CLI::Option* search = args->flags.add_one(*cmd, args->search, "strategy", "--search", "Search");
+  search->default_str("")->description(search->get_description() +
+                                       " (default: the spec's search, docs/spec.md)");
   cmd->add_option("--replay", args->replay,
                   "Replay the halving search over the samples an exhaustive sweep of this spec "
                   "stored in this database, and compare their picks; measures nothing");

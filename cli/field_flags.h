@@ -31,29 +31,19 @@ class FieldFlags {
       std::string flag = "--" + dashed(f.name);
       if (cmd.get_option_no_throw(flag) != nullptr)
         flag = "--" + std::string(prefix) + "-" + dashed(f.name);
-      auto set = [&target, &f, flag](const std::string& text) {
-        try {
-          f.set(target, f.parse(text));
-        } catch (const InputError& e) {
-          input_error(flag, ": ", e.what());
-        }
-      };
-      // A row's earlier spellings (aliases) are other names of the same flag, where free.
-      std::string names = flag;
-      for (std::string_view old_name : f.aliases)
-        if (cmd.get_option_no_throw("--" + dashed(old_name)) == nullptr)
-          names += ",--" + dashed(old_name);
-      CLI::Option* o = f.type == FieldType::boolean
-                           ? cmd.add_flag_function(
-                                 names, [set](std::int64_t n) { set(n > 0 ? "true" : "false"); },
-                                 std::string(f.help))
-                           : cmd.add_option_function<std::string>(names, set, std::string(f.help))
-                                 ->default_str(f.text_of(target))
-                                 ->type_name(type_name(f));
-      o->group(std::string(group));
-      flags_.push_back({std::string(group), flag, f.type == FieldType::boolean,
-                        [&target, &f] { return f.text_of(target); }, o});
+      add_field(cmd, target, f, flag, group);
     }
+  }
+
+  // One flag, spelt `flag`, for the field `name` of S (`mactune tune --search` is Search's
+  // `strategy` row); given(group) or option(flag)->count() tells whether it was given. The
+  // option is returned for a command whose default is not the target's (the spec's).
+  template <Described S>
+  CLI::Option* add_one(CLI::App& cmd, S& target, std::string_view name, const std::string& flag,
+                       std::string_view group) {
+    const Field<S>* f = find_field<S>(name);
+    MACTUNE_CHECK(f != nullptr, "no field '", name, "' in the table");
+    return add_field(cmd, target, *f, flag, group);
   }
 
   // `--name V1,V2,...` for the field `name` of S: the values a command sweeps, each read and
@@ -114,6 +104,36 @@ class FieldFlags {
   }
 
  private:
+  // The flag of one field: its help, default and type from the row, its value read and checked
+  // by the row into `target`.
+  template <Described S>
+  CLI::Option* add_field(CLI::App& cmd, S& target, const Field<S>& f, const std::string& flag,
+                         std::string_view group) {
+    auto set = [&target, &f, flag](const std::string& text) {
+      try {
+        f.set(target, f.parse(text));
+      } catch (const InputError& e) {
+        input_error(flag, ": ", e.what());
+      }
+    };
+    // A row's earlier spellings (aliases) are other names of the same flag, where free.
+    std::string names = flag;
+    for (std::string_view old_name : f.aliases)
+      if (cmd.get_option_no_throw("--" + dashed(old_name)) == nullptr)
+        names += ",--" + dashed(old_name);
+    CLI::Option* o = f.type == FieldType::boolean
+                         ? cmd.add_flag_function(
+                               names, [set](std::int64_t n) { set(n > 0 ? "true" : "false"); },
+                               std::string(f.help))
+                         : cmd.add_option_function<std::string>(names, set, std::string(f.help))
+                               ->default_str(f.text_of(target))
+                               ->type_name(type_name(f));
+    o->group(std::string(group));
+    flags_.push_back({std::string(group), flag, f.type == FieldType::boolean,
+                      [&target, &f] { return f.text_of(target); }, o});
+    return o;
+  }
+
   struct Flag {
     std::string group, flag;
     bool boolean = false;

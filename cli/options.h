@@ -15,7 +15,11 @@
 #include <CLI/CLI.hpp>
 
 #include <limits>
+#include <optional>
 #include <string>
+
+#include "kernels/enum_names.h"
+#include "kernels/error.h"
 
 namespace mactune::cli {
 
@@ -30,6 +34,46 @@ CLI::Validator finite_number();
 // bounds as written ("must be in [0, 0.99]", "must be at least 1"), never CLI11's Range text
 // (std::to_string of the largest double: 300 digits).
 CLI::Validator number_in(double lo, double hi = std::numeric_limits<double>::infinity());
+
+namespace detail {
+// `flag NAME`, the name parsed through E's name table and handed to `set`.
+template <NamedEnum E, class Set>
+CLI::Option* add_enum_flag(CLI::App& cmd, const std::string& flag, Set set,
+                           const std::string& help) {
+  std::string choices;
+  for (const auto& n : EnumNames<E>::names)
+    if (name_of(n.value) == n.name) choices += (choices.empty() ? "" : ",") + std::string(n.name);
+  return cmd
+      .add_option_function<std::string>(
+          flag,
+          [set, flag](const std::string& text) {
+            try {
+              set(parse_enum<E>(text));
+            } catch (const InputError& e) {
+              input_error(flag.substr(0, flag.find(',')), ": ", e.what());
+            }
+          },
+          help)
+      ->type_name("{" + choices + "}");
+}
+}  // namespace detail
+
+// `flag NAME` read into `target` through its enum's name table (kernels/enum_names.h): one
+// InputError line "--backend: unknown backend 'tpu' (expected cpu or cuda)" otherwise. The
+// default shown is the target's value; an optional target stays none unless the flag is given.
+template <NamedEnum E>
+CLI::Option* add_enum_option(CLI::App& cmd, const std::string& flag, E& target,
+                             const std::string& help) {
+  return detail::add_enum_flag<E>(
+             cmd, flag, [&target](E v) { target = v; }, help)
+      ->default_str(std::string(name_of(target)));
+}
+template <NamedEnum E>
+CLI::Option* add_enum_option(CLI::App& cmd, const std::string& flag, std::optional<E>& target,
+                             const std::string& help) {
+  return detail::add_enum_flag<E>(
+      cmd, flag, [&target](E v) { target = v; }, help);
+}
 
 // Adds the rules above to `app`, its options and every subcommand, recursively.
 void harden_options(CLI::App& app);

@@ -104,8 +104,13 @@ std::vector<DeviceRow> Store::devices() const {
   while (s.step()) {
     DeviceRow d;
     d.id = s.int64(0);
-    d.fingerprint = {s.text(1), s.text(2), s.int32(3), s.int64(4),
-                     s.text(5), s.text(6), s.int32(7)};
+    d.fingerprint = {parse_enum<Backend>(s.text(1)),
+                     s.text(2),
+                     s.int32(3),
+                     s.int64(4),
+                     s.text(5),
+                     s.text(6),
+                     s.int32(7)};
     d.digest = s.text(8);
     d.first_seen = s.text(9);
     out.push_back(std::move(d));

@@ -270,7 +270,7 @@ Id Store::upsert_device(const DeviceFingerprint& d) {
       "INSERT INTO devices (fingerprint, digest, backend, name, compute_units, memory_mib, arch,"
       " runtime, threads, first_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
       " ON CONFLICT (fingerprint) DO NOTHING");
-  ins.bind(1, key).bind(2, d.digest()).bind(3, d.backend).bind(4, d.name);
+  ins.bind(1, key).bind(2, d.digest()).bind(3, name_of(d.backend)).bind(4, d.name);
   ins.bind(5, d.compute_units).bind(6, d.memory_mib).bind(7, d.arch).bind(8, d.runtime);
   ins.bind(9, d.threads).bind(10, now_utc()).run();
   auto sel = c_.prepare("SELECT id FROM devices WHERE fingerprint = ?1");

@@ -60,10 +60,9 @@ std::string Catalog::why_not(const InstanceDesc& info, const Problem& p) const {
   return name_fits(info.name, p) ? "" : "its name's fields do not allow the shape";
 }
 
-const InstanceDesc* Catalog::first_fit(std::string_view backend, Family family,
-                                       const Problem& p) const {
+const InstanceDesc* Catalog::first_fit(Backend backend, Family family, const Problem& p) const {
   for (const InstanceDesc& info : instances_)
-    if (name_of(info.backend) == backend && info.family == family && fits(info, p)) return &info;
+    if (info.backend == backend && info.family == family && fits(info, p)) return &info;
   return nullptr;
 }
 

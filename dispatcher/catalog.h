@@ -35,7 +35,7 @@ class Catalog {
   std::string why_not(const InstanceDesc& info, const Problem& p) const;
   bool fits(const InstanceDesc& info, const Problem& p) const { return why_not(info, p).empty(); }
   // The first instance of `family` on `backend` that fits `p`, or nullptr.
-  const InstanceDesc* first_fit(std::string_view backend, Family family, const Problem& p) const;
+  const InstanceDesc* first_fit(Backend backend, Family family, const Problem& p) const;
   const std::vector<InstanceDesc>& instances() const { return instances_; }
   bool empty() const { return instances_.empty(); }
 

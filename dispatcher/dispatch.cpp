@@ -10,14 +10,14 @@ namespace mactune::dispatch {
 namespace {
 
 std::string check_instance(const Catalog& catalog, const std::string& name, const ShapeKey& shape,
-                           std::string_view backend, bool full, const std::string& where) {
+                           Backend backend, bool full, const std::string& where) {
   const InstanceDesc* info = catalog.find(name);
   if (!info)
     return where + " '" + name + "' is not an instance of this build" +
            (catalog.empty() ? " (the catalog is empty: this build has no kernel registry)" : "");
-  if (name_of(info->backend) != backend)
+  if (info->backend != backend)
     return where + " '" + name + "' runs on " + std::string(name_of(info->backend)) +
-           ", the table is for " + std::string(backend);
+           ", the table is for " + std::string(name_of(backend));
   if (full != (info->family == Family::full))
     return where + " '" + name + "' is a " + std::string(name_of(info->family)) +
            " instance, expected " + (full ? "a full-attention one" : "a MAC one");
@@ -88,7 +88,8 @@ std::string validate_table(const DispatchTable& t, const LoadOptions& options) {
   if (options.check_device) {
     const DeviceFingerprint& d = options.device;
     if (t.device.backend != d.backend)
-      return "made for backend " + t.device.backend + ", this device is " + d.backend;
+      return "made for backend " + std::string(name_of(t.device.backend)) + ", this device is " +
+             std::string(name_of(d.backend));
     if (t.device.fingerprint != d.digest())
       return "made on another device: '" + t.device.name + "' (fingerprint " +
              t.device.fingerprint + "), this is '" + d.name + "' (fingerprint " + d.digest() + ")";
@@ -106,15 +107,15 @@ std::string validate_table(const DispatchTable& t, const LoadOptions& options) {
   return "";
 }
 
-Choice fallback_choice(const Catalog& catalog, std::string_view backend, const Problem& p) {
+Choice fallback_choice(const Catalog& catalog, Backend backend, const Problem& p) {
   Choice c;
   if (const InstanceDesc* info = catalog.first_fit(backend, Family::full, p))
     c.full.instance = info->name;
   return c;
 }
 
-Choice select(const DispatchTable* t, const Catalog& catalog, std::string_view backend,
-              const Problem& p, std::int64_t context, double hit_rate) {
+Choice select(const DispatchTable* t, const Catalog& catalog, Backend backend, const Problem& p,
+              std::int64_t context, double hit_rate) {
   if (t) {
     const ShapeKey key = ShapeKey::of(p);
     for (std::size_t i = 0; i < t->entries.size(); ++i)

@@ -66,11 +66,11 @@ std::string validate_table(const DispatchTable& table, const LoadOptions& option
 // The selection itself, pure: the table entry of this shape whose batch and context intervals
 // hold the problem (MAC when expected_hit_rate >= its min_hit_rate), else the fallback for
 // `backend` from `catalog`. `context` is the KV length per request (for a mixed batch, the mean).
-Choice select(const DispatchTable* table, const Catalog& catalog, std::string_view backend,
+Choice select(const DispatchTable* table, const Catalog& catalog, Backend backend,
               const Problem& problem, std::int64_t context, double expected_hit_rate);
 
 // The fallback alone (see the header comment).
-Choice fallback_choice(const Catalog& catalog, std::string_view backend, const Problem& problem);
+Choice fallback_choice(const Catalog& catalog, Backend backend, const Problem& problem);
 
 class Dispatcher {
  public:
@@ -91,7 +91,7 @@ class Dispatcher {
   const DispatchTable* table() const { return table_ ? &*table_ : nullptr; }
   const std::string& refusal() const { return refusal_; }  // "" unless a table was refused
   const Catalog& catalog() const;
-  const std::string& backend() const { return options_.device.backend; }
+  Backend backend() const { return options_.device.backend; }
 
  private:
   void adopt(DispatchTable table, std::string_view origin);

@@ -127,8 +127,8 @@ std::string to_header(const DispatchTable& t, std::string_view ns, std::string_v
   }
   data << "inline constexpr " << kNs << "StaticTable data = {\n"
        << "    " << literal(t.schema) << ",\n"
-       << "    " << literal(t.device.backend) << ", " << literal(t.device.name) << ", "
-       << literal(t.device.fingerprint) << ",\n"
+       << "    " << literal(std::string(name_of(t.device.backend))) << ", "
+       << literal(t.device.name) << ", " << literal(t.device.fingerprint) << ",\n"
        << "    " << literal(t.generated.version) << ", " << literal(t.generated.git_revision)
        << ", " << literal(t.generated.source_database) << ", " << literal(t.generated.time) << ",\n"
        << "    " << (t.entries.empty() ? "nullptr" : "entries") << ", " << t.entries.size()

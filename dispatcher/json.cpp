@@ -154,7 +154,12 @@ class Reader {
       fail("$.schema", "'" + t.schema + "' is not supported (this build reads " +
                            std::string(kDispatchSchema) + ")");
     const json& d = object(root["device"], "$.device", {"backend", "name", "fingerprint"});
-    t.device.backend = string(d["backend"], "$.device.backend");
+    const std::string backend = string(d["backend"], "$.device.backend");
+    try {
+      t.device.backend = parse_enum<Backend>(backend);
+    } catch (const InputError&) {
+      fail("$.device.backend", "'" + backend + "' must be cpu or cuda");
+    }
     t.device.name = string(d["name"], "$.device.name");
     t.device.fingerprint = string(d["fingerprint"], "$.device.fingerprint");
     const json& g = object(root["generated"], "$.generated",
@@ -263,7 +268,7 @@ DispatchTable read_table(const std::filesystem::path& path) {
 std::string to_json(const DispatchTable& t) {
   ordered root = ordered::object();
   root["schema"] = t.schema;
-  root["device"] = {{"backend", t.device.backend},
+  root["device"] = {{"backend", std::string(name_of(t.device.backend))},
                     {"name", t.device.name},
                     {"fingerprint", t.device.fingerprint}};
   root["generated"] = {{"version", t.generated.version},

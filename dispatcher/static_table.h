@@ -88,12 +88,12 @@ inline Interval interval_from_static(std::int64_t lo, std::int64_t hi) {
 
 }  // namespace detail
 
-// The DispatchTable a generated header describes (parse_dtype throws on an unknown dtype,
-// which a header written by write_header() never holds).
+// The DispatchTable a generated header describes (parse_dtype and parse_enum throw on an
+// unknown dtype or backend, which a header written by write_header() never holds).
 inline DispatchTable from_static(const StaticTable& s) {
   DispatchTable t;
   t.schema = s.schema;
-  t.device = {s.backend, s.device_name, s.fingerprint};
+  t.device = {parse_enum<Backend>(s.backend), s.device_name, s.fingerprint};
   t.generated = {s.version, s.git_revision, s.source_database, s.time};
   t.entries.reserve(static_cast<std::size_t>(s.entry_count));
   for (int i = 0; i < s.entry_count; ++i) {

@@ -133,8 +133,6 @@ std::string check_structure(const DispatchTable& t) {
   if (t.schema != kDispatchSchema)
     return "schema '" + t.schema + "' is not supported (this build reads " +
            std::string(kDispatchSchema) + ")";
-  if (t.device.backend != "cpu" && t.device.backend != "cuda")
-    return "device.backend '" + t.device.backend + "' must be cpu or cuda";
   if (t.device.fingerprint.empty()) return "device.fingerprint is empty";
   std::map<ShapeKey, std::vector<std::size_t>> by_shape;
   for (std::size_t i = 0; i < t.entries.size(); ++i) {

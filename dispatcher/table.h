@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/dtype.h"
 #include "kernels/fields.h"
 #include "kernels/problem.h"
@@ -85,7 +86,7 @@ struct Entry {
 };
 
 struct TableDevice {
-  std::string backend;      // "cpu" | "cuda"
+  Backend backend = Backend::cpu;
   std::string name;         // CPU model or GPU name
   std::string fingerprint;  // DeviceFingerprint::digest() of the device it was tuned on
   bool operator==(const TableDevice&) const = default;

@@ -9,13 +9,14 @@
 #include <string>
 #include <thread>
 
+#include "kernels/backend.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/host_cpu.h"
 
 namespace mactune {
 
 struct DeviceFingerprint {
-  std::string backend;       // "cpu" or "cuda"
+  Backend backend = Backend::cpu;
   std::string name;          // CPU model name, or GPU name
   int compute_units = 0;     // logical CPUs, or SMs
   long long memory_mib = 0;  // host memory, or device memory (MiB, rounded down to 1 GiB)
@@ -26,8 +27,8 @@ struct DeviceFingerprint {
   // Stable identity: two machines with equal keys are interchangeable for tuning.
   std::string key() const {
     std::ostringstream k;
-    k << backend << '|' << name << '|' << compute_units << '|' << memory_mib << '|' << arch << '|'
-      << runtime << '|' << threads;
+    k << name_of(backend) << '|' << name << '|' << compute_units << '|' << memory_mib << '|' << arch
+      << '|' << runtime << '|' << threads;
     return k.str();
   }
   // Short hex digest of key(), for file names and table headers.
@@ -43,7 +44,7 @@ struct DeviceFingerprint {
 // The CPU this process runs on, with `threads` workers (0: all logical CPUs).
 inline DeviceFingerprint cpu_fingerprint(int threads = 0) {
   DeviceFingerprint d;
-  d.backend = "cpu";
+  d.backend = Backend::cpu;
   d.name = cpu_model_name();
   d.compute_units = static_cast<int>(std::thread::hardware_concurrency());
   const long long bytes = static_cast<long long>(sysconf(_SC_PHYS_PAGES)) *

@@ -15,6 +15,7 @@
 // value are accepted aliases (dtype "fp32", coherence "head").
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -60,6 +61,12 @@ std::string enum_choices(std::string_view last_joint = " or ") {
     ++seen;
   }
   return out;
+}
+
+// Streams a value as its canonical name (messages, keys built with <<).
+template <NamedEnum E>
+std::ostream& operator<<(std::ostream& o, E value) {
+  return o << name_of(value);
 }
 
 // The value named `text` (canonical name or alias); InputError naming what was expected.

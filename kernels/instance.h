@@ -17,18 +17,12 @@
 #include <functional>
 #include <string>
 
+#include "kernels/backend.h"
 #include "kernels/enum_names.h"
 #include "kernels/fields.h"
 #include "kernels/problem.h"
 
 namespace mactune {
-
-enum class Backend : std::uint8_t { cpu, cuda };
-template <>
-struct EnumNames<Backend> {
-  static constexpr std::string_view what = "backend";
-  static constexpr EnumName<Backend> names[] = {{Backend::cpu, "cpu"}, {Backend::cuda, "cuda"}};
-};
 
 // What an instance computes: a whole MAC or full-attention step (CPU), or one kernel of a
 // CUDA step.

@@ -41,8 +41,9 @@ int main(int argc, char** argv) {
   options.check_device = !any_device;
   const dispatch::Dispatcher dispatcher = dispatch::Dispatcher::load(path, options);
   if (const dispatch::DispatchTable* t = dispatcher.table()) {
+    const std::string backend(mactune::name_of(t->device.backend));  // an enum: cpu or cuda
     std::printf("table %s: %zu entries for %s '%s' (fingerprint %s), generated %s by mactune %s\n",
-                path.c_str(), t->entries.size(), t->device.backend.c_str(), t->device.name.c_str(),
+                path.c_str(), t->entries.size(), backend.c_str(), t->device.name.c_str(),
                 t->device.fingerprint.c_str(), t->generated.time.c_str(),
                 t->generated.version.c_str());
   } else {

@@ -61,7 +61,7 @@ const GpuStatus& gpu_status() {
 
 DeviceFingerprint device_fingerprint(int device) {
   DeviceFingerprint f;
-  f.backend = "cuda";
+  f.backend = Backend::cuda;
   cudaDeviceProp prop{};
   MACTUNE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   f.name = prop.name;

@@ -166,7 +166,9 @@ void bind_dispatch(nb::module_& m) {
           "The choice for `problem` at `context` KV tokens per request (a mixed batch: the "
           "mean) and the per-head hit rate the engine expects: a pure function of the table.")
       .def_prop_ro("refusal", &Dispatcher::refusal, "'' unless a table was refused: its line")
-      .def_prop_ro("backend", &Dispatcher::backend, "the device's backend ('cpu' or 'cuda')")
+      .def_prop_ro(
+          "backend", [](const Dispatcher& d) { return std::string(name_of(d.backend())); },
+          "the device's backend ('cpu' or 'cuda')")
       .def_prop_ro(
           "table",
           [](const Dispatcher& d) {

@@ -198,7 +198,10 @@ void bind_types(nb::module_& m) {
     nb::class_<DeviceFingerprint> c(m, "DeviceFingerprint",
                                     "What a measurement and a dispatch table were taken on.");
     Fields<DeviceFingerprint>(c, "DeviceFingerprint")
-        .add("backend", &DeviceFingerprint::backend, "'cpu' or 'cuda'")
+        .text(
+            "backend", [](const DeviceFingerprint& d) { return std::string(name_of(d.backend)); },
+            [](DeviceFingerprint& d, std::string_view s) { d.backend = parse_enum<Backend>(s); },
+            "'cpu' or 'cuda'")
         .add("name", &DeviceFingerprint::name, "CPU model or GPU name")
         .add("compute_units", &DeviceFingerprint::compute_units, "logical CPUs or SMs")
         .add("memory_mib", &DeviceFingerprint::memory_mib, "rounded down to 1 GiB")

@@ -365,7 +365,7 @@ TEST(SessionCuda, BadStepsAreInputErrors) {
 TEST(SessionCuda, FingerprintNamesTheDevice) {
   MACTUNE_REQUIRE_GPU();
   const DeviceFingerprint f = device_fingerprint(0);
-  EXPECT_EQ(f.backend, "cuda");
+  EXPECT_EQ(f.backend, Backend::cuda);
   EXPECT_FALSE(f.name.empty());
   EXPECT_GT(f.compute_units, 0);
   EXPECT_GT(f.memory_mib, 0);

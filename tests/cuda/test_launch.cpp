@@ -206,7 +206,7 @@ TEST(CudaDevice, StatusIsDecidedOnceAndExplained) {
     }
   } else {
     EXPECT_GE(s.count, 1);
-    EXPECT_EQ(device_fingerprint(0).backend, "cuda");
+    EXPECT_EQ(device_fingerprint(0).backend, Backend::cuda);
   }
 }
 

@@ -37,7 +37,7 @@ class TempDir {
 
 inline DeviceFingerprint test_device(int threads = 2) {
   DeviceFingerprint d;
-  d.backend = "cpu";
+  d.backend = Backend::cpu;
   d.name = "Test CPU @ 3.0GHz";
   d.compute_units = 2;
   d.memory_mib = 24 << 10;

@@ -14,7 +14,7 @@ namespace mactune::dispatch::testing {
 
 inline DeviceFingerprint test_device() {
   DeviceFingerprint d;
-  d.backend = "cpu";
+  d.backend = Backend::cpu;
   d.name = "Test CPU 9000";
   d.compute_units = 4;
   d.memory_mib = 16384;

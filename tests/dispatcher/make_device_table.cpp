@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
   const dispatch::ShapeKey llama{128, 32, 8, mactune::DType::bf16, 16};
   const mactune::Problem p = llama.problem();
   const dispatch::Catalog& catalog = dispatch::default_catalog();
-  const mactune::InstanceDesc* full = catalog.first_fit("cpu", mactune::Family::full, p);
-  const mactune::InstanceDesc* mac = catalog.first_fit("cpu", mactune::Family::mac, p);
+  const mactune::InstanceDesc* full =
+      catalog.first_fit(mactune::Backend::cpu, mactune::Family::full, p);
+  const mactune::InstanceDesc* mac =
+      catalog.first_fit(mactune::Backend::cpu, mactune::Family::mac, p);
   if (!full || !mac) {
     std::fprintf(stderr, "this build's catalog has no CPU instance for head_dim 128 bf16\n");
     return 77;

@@ -39,7 +39,7 @@ TEST(DefaultCatalog, FallbackIsTheEnginesOwnChoice) {
       o.mac_enabled = false;
       o.max_context = 64;
       const cpu::Session engine(o);  // isa = auto
-      const Choice c = fallback_choice(default_catalog(), "cpu", o.shape);
+      const Choice c = fallback_choice(default_catalog(), Backend::cpu, o.shape);
       EXPECT_EQ(c.instance(), engine.instance_name());
       EXPECT_FALSE(c.use_mac());
     }
@@ -81,10 +81,10 @@ TEST(DefaultCatalog, UsesTheEnginesShapeChecks) {
   cpu::SessionOptions o;
   o.shape = p;
   ASSERT_FALSE(cpu::validate(o).empty());
-  EXPECT_EQ(fallback_choice(default_catalog(), "cpu", p).instance(), "");
+  EXPECT_EQ(fallback_choice(default_catalog(), Backend::cpu, p).instance(), "");
   p.head_dim = 96;  // no CPU path for head_dim 96
   p.kv_heads = 8;
-  EXPECT_EQ(fallback_choice(default_catalog(), "cpu", p).instance(), "");
+  EXPECT_EQ(fallback_choice(default_catalog(), Backend::cpu, p).instance(), "");
 }
 
 // A table naming the instances this build has loads through the default options (this CPU,
@@ -92,8 +92,8 @@ TEST(DefaultCatalog, UsesTheEnginesShapeChecks) {
 TEST(DefaultCatalog, AcceptsATableOfThisMachine) {
   const DeviceFingerprint here = cpu_fingerprint();
   const Catalog& c = default_catalog();
-  const InstanceDesc* full = c.first_fit("cpu", Family::full, llama(1));
-  const InstanceDesc* mac = c.first_fit("cpu", Family::mac, llama(1));
+  const InstanceDesc* full = c.first_fit(Backend::cpu, Family::full, llama(1));
+  const InstanceDesc* mac = c.first_fit(Backend::cpu, Family::mac, llama(1));
   ASSERT_NE(full, nullptr);
   ASSERT_NE(mac, nullptr);
   DispatchTable t;

@@ -30,7 +30,7 @@ Catalog catalog_of(const DispatchTable& t) {
 
 LoadOptions options(const Catalog& catalog, std::vector<std::string>& warnings) {
   LoadOptions o;
-  o.device.backend = "cuda";
+  o.device.backend = Backend::cuda;
   o.check_device = false;  // the sample was not made on this machine
   o.catalog = &catalog;
   o.warn = [&warnings](std::string_view w) { warnings.emplace_back(w); };

@@ -39,7 +39,7 @@ double step_seconds(const TunePoint& p, bool mac) {
 
 class Writer {
  public:
-  Writer(db::Store& store, const Spec& spec) : store_(store), backend_(make_backend("cpu")) {
+  Writer(db::Store& store, const Spec& spec) : store_(store), backend_(make_backend(Backend::cpu)) {
     sel_.device_id = store.upsert_device(backend_->device());
     sel_.build_id = store.upsert_build(current_build(*backend_));
     sel_.policy = name_of(backend_->timer());
@@ -95,7 +95,7 @@ DecideOptions decide_options(const SpecFixture& f) {
 }  // namespace
 
 SpecFixture fill_from_spec(db::Store& store, const std::string& spec_path) {
-  const Spec spec = load_spec(spec_path, "cpu");
+  const Spec spec = load_spec(spec_path, Backend::cpu);
   // A scratch database: no fsync per measurement (the wide grid's 800 rows took seconds).
   store.connection().exec("PRAGMA synchronous = OFF");
   SpecFixture f;

@@ -65,7 +65,7 @@ class SlowedBackend final : public MeasureBackend {
     }
   }
 
-  std::string name() const override { return inner_->name(); }
+  Backend kind() const override { return inner_->kind(); }
   DeviceFingerprint device() const override { return inner_->device(); }
   Timer timer() const override { return inner_->timer(); }
   void use_timer(std::optional<Timer> t) override { inner_->use_timer(t); }

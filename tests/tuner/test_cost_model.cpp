@@ -209,7 +209,7 @@ std::vector<ModelRow> model_rows(double spike_at_64k) {
             ModelRow r;
             r.family = fam;
             r.params = "threads=2,chunk_tokens=" + std::to_string(chunk) + ",block_rows=16";
-            r.launch = parse_launch("cpu", r.params);
+            r.launch = parse_launch(Backend::cpu, r.params);
             r.instance = std::string(name_of(r.family)) + "_cpu_test";
             r.workload.problem = step(b, ctx, h).shape;
             r.workload.context = ctx;
@@ -278,7 +278,7 @@ struct BoundaryCase {
 
   BoundaryCase(std::function<void(StepSpec&, int)> with, std::initializer_list<int> values) {
     DeviceFingerprint dev;
-    dev.backend = "cpu";
+    dev.backend = Backend::cpu;
     dev.threads = 2;
     m = fit_device_models(rows, dev);
     s.forced.lag = {LagKind::uniform, 1, 32};
@@ -288,7 +288,7 @@ struct BoundaryCase {
       return x;
     };
     d.device = dev;
-    const Launch launch = parse_launch("cpu", "threads=2,chunk_tokens=256,block_rows=16");
+    const Launch launch = parse_launch(Backend::cpu, "threads=2,chunk_tokens=256,block_rows=16");
     for (int v : values) {
       const StepSpec x = at(v);
       BucketDecision b;
@@ -353,7 +353,7 @@ TEST(CostModel, BatchBoundariesGoWhereThePredictedDecisionChanges) {
 // engine's threads and chunk_tokens, each engine's own default for what the text leaves out.
 TEST(CostModel, PlanLimitsReadTheLaunchTextThroughTheEngineTable) {
   DeviceFingerprint gpu;
-  gpu.backend = "cuda";
+  gpu.backend = Backend::cuda;
   gpu.compute_units = 132;
   const std::string launch = "match=auto,merge=auto,chunk_tokens=64,ctas_per_sm=0,graph=false";
   EXPECT_EQ(plan_limits_of(gpu, launch).min_chunk, 64);

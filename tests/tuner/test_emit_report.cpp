@@ -215,19 +215,19 @@ TEST_F(EmitFixture, SelectRowsPicksThisDeviceAndTheLatestBuild) {
 // Launch text is read back by the engine's field table: each value with its field's type,
 // never guessed from its characters; a key the table lacks is refused.
 TEST(TunerEmit, ParamsKeepTheirTypes) {
-  const Params cpu = to_params(parse_launch("cpu", "threads=0,chunk_tokens=256,isa=avx2"));
+  const Params cpu = to_params(parse_launch(Backend::cpu, "threads=0,chunk_tokens=256,isa=avx2"));
   EXPECT_EQ(std::get<std::int64_t>(cpu.at("threads")), 0);
   EXPECT_EQ(std::get<std::int64_t>(cpu.at("chunk_tokens")), 256);
   EXPECT_EQ(cpu.count("isa"), 0u) << "the ISA is spelt in the instance name";
-  const Params cuda = to_params(parse_launch("cuda", "graph=true,match=auto,min_chunk=64"));
+  const Params cuda = to_params(parse_launch(Backend::cuda, "graph=true,match=auto,min_chunk=64"));
   EXPECT_EQ(std::get<bool>(cuda.at("graph")), true);
   EXPECT_EQ(std::get<std::string>(cuda.at("match")), "auto");
   // min_chunk, the CUDA spelling of earlier releases (and of their databases' params), reads as
   // chunk_tokens, the one name both engines give the chunk knob.
   EXPECT_EQ(std::get<std::int64_t>(cuda.at("chunk_tokens")), 64);
   EXPECT_EQ(cuda.count("min_chunk"), 0u);
-  EXPECT_THROW(parse_launch("cpu", "threads=two"), InputError);
-  EXPECT_THROW(parse_launch("cpu", "scale=0.5"), InputError);
+  EXPECT_THROW(parse_launch(Backend::cpu, "threads=two"), InputError);
+  EXPECT_THROW(parse_launch(Backend::cpu, "scale=0.5"), InputError);
 }
 
 TEST(TunerSvg, TicksAndLabels) {

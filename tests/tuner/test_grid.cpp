@@ -12,7 +12,7 @@ namespace mactune::tuner {
 namespace {
 
 std::vector<TunePoint> grid_of(const std::string& text) {
-  return expand_grid(parse_spec(text, "g.yaml", "cpu"));
+  return expand_grid(parse_spec(text, "g.yaml", Backend::cpu));
 }
 
 std::string error_of(const std::string& text) {
@@ -129,11 +129,11 @@ TEST(TunerGrid, ShippedSpecs) {
   const char* src = std::getenv("MACTUNE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
   const std::string dir = std::string(src) + "/configs/";
-  const Spec quick = load_spec(dir + "cpu-quick.yaml", "cpu");
+  const Spec quick = load_spec(dir + "cpu-quick.yaml", Backend::cpu);
   EXPECT_EQ(expand_grid(quick).size(), 2u * 3u * 3u * 2u);  // batch x context x hit x match
-  EXPECT_EQ(quick.device.backend, "cpu");
+  EXPECT_EQ(quick.device.backend, Backend::cpu);
   // cpu-wide: >= 16 configs per bucket (chunk x block_rows x threads x K x r), 6 buckets.
-  const Spec wide = load_spec(dir + "cpu-wide.yaml", "cpu");
+  const Spec wide = load_spec(dir + "cpu-wide.yaml", Backend::cpu);
   const auto wide_pts = expand_grid(wide);
   EXPECT_EQ(wide_pts.size(), 6u * 2u * 32u);  // buckets x hit rates x configs
   std::map<std::string, std::set<std::string>> configs;
@@ -144,10 +144,10 @@ TEST(TunerGrid, ShippedSpecs) {
   EXPECT_EQ(wide.search.strategy, SearchStrategy::halving);
   EXPECT_TRUE(quick.decide.search_break_even());
   EXPECT_DOUBLE_EQ(quick.decide.resolution, 0.02);
-  const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", "cuda");
+  const Spec cuda_quick = load_spec(dir + "cuda-quick.yaml", Backend::cuda);
   EXPECT_EQ(expand_grid(cuda_quick).size(), 2u * 2u * 4u * 2u);  // batch x context x hit x chunk
-  EXPECT_EQ(cuda_quick.device.backend, "cuda");
-  const Spec h200 = load_spec(dir + "h200.yaml", "cuda");
+  EXPECT_EQ(cuda_quick.device.backend, Backend::cuda);
+  const Spec h200 = load_spec(dir + "h200.yaml", Backend::cuda);
   const auto pts = expand_grid(h200);
   // 7 batches x 4 contexts x 2 GQA x 6 hit rates x 2 chunks, less batch 64 x 256K (24 points).
   EXPECT_EQ(pts.size(), 7u * 4u * 2u * 6u * 2u - 24u);

@@ -52,7 +52,7 @@ class FakeCase final : public Case {
 // The CPU backend (names, device, memory) with fake cases.
 class FakeBackend final : public MeasureBackend {
  public:
-  std::string name() const override { return cpu_->name(); }
+  Backend kind() const override { return cpu_->kind(); }
   DeviceFingerprint device() const override { return cpu_->device(); }
   Timer timer() const override { return cpu_->timer(); }
   void use_timer(std::optional<Timer> t) override { cpu_->use_timer(t); }
@@ -129,7 +129,7 @@ TEST(Replay, EqualsTheLiveHalvingSearchOnADeterministicBackend) {
   replace("min_samples: 10, max_samples: 10, noise: 0.5",
           "min_samples: 16, max_samples: 24, noise: 0.02, stable_window: 4");
   dir.write("d.yaml", spec + "search: {strategy: halving, first_samples: 2}\n");
-  const SweepPlan plan = plan_sweep(dir.file("d.yaml"), "cpu");
+  const SweepPlan plan = plan_sweep(dir.file("d.yaml"), Backend::cpu);
   ASSERT_EQ(plan.points.size(), 32u);
   sweep_into(plan, SearchStrategy::exhaustive, dir.file("ex.db"));
   sweep_into(plan, SearchStrategy::halving, dir.file("hv.db"));

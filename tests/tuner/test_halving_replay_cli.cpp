@@ -39,7 +39,7 @@ void write_exhaustive(const std::string& spec_path, const std::string& db_path, 
   const SweepPlan plan = plan_sweep(spec_path);
   db::Store s = db::Store::open(db_path);
   DeviceFingerprint dev;
-  dev.backend = "cpu";
+  dev.backend = Backend::cpu;
   dev.name = "synthetic cpu";
   dev.compute_units = 2;
   dev.arch = "generic";

@@ -31,7 +31,7 @@ class SlowCase final : public Case {
 
 class NullBackend final : public MeasureBackend {
  public:
-  std::string name() const override { return "cpu"; }
+  Backend kind() const override { return Backend::cpu; }
   DeviceFingerprint device() const override { return {}; }
   Timer timer() const override { return Timer::steady_clock; }
   void use_timer(std::optional<Timer>) override {}

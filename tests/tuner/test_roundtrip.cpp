@@ -88,7 +88,8 @@ void expect_probes(const S& got, const dispatch::Catalog& cat, const std::string
 }
 
 template <class Engine>
-void round_trip(const std::string& backend, const std::string& engine_section) {
+void round_trip(Backend backend) {
+  const std::string engine_section(name_of(backend));
   const dispatch::Catalog cat = catalog();
   // 1. The spec: every MAC setting and every engine field away from its default.
   const std::string spec_yaml =
@@ -114,10 +115,12 @@ void round_trip(const std::string& backend, const std::string& engine_section) {
   const db::Id build = store.upsert_build(db::testing::test_build());
   const db::Id run = store.begin_run({.spec_text = spec_yaml, .device_id = dev, .build_id = build});
   // The instances the point runs (what the backend's instance_names() would give).
-  const InstanceDesc* mac_desc = cat.find(
-      backend == "cpu" ? cpu::instance_name(true, p.cpu.isa, 128, DType::bf16) : p.cuda.attend);
-  const InstanceDesc* full_desc = cat.find(
-      backend == "cpu" ? cpu::instance_name(false, p.cpu.isa, 128, DType::bf16) : p.cuda.full);
+  const InstanceDesc* mac_desc =
+      cat.find(backend == Backend::cpu ? cpu::instance_name(true, p.cpu.isa, 128, DType::bf16)
+                                       : p.cuda.attend);
+  const InstanceDesc* full_desc =
+      cat.find(backend == Backend::cpu ? cpu::instance_name(false, p.cpu.isa, 128, DType::bf16)
+                                       : p.cuda.full);
   ASSERT_TRUE(mac_desc && full_desc);
   const db::Id w = store.upsert_workload(to_db_workload(p));
   for (const InstanceDesc* i : {mac_desc, full_desc}) {
@@ -161,11 +164,11 @@ void round_trip(const std::string& backend, const std::string& engine_section) {
 }
 
 TEST(ConfigRoundTrip, EveryCpuFieldSurvivesSpecDatabaseTableDispatcherSession) {
-  round_trip<cpu::EngineConfig>("cpu", "cpu");
+  round_trip<cpu::EngineConfig>(Backend::cpu);
 }
 
 TEST(ConfigRoundTrip, EveryCudaFieldSurvivesSpecDatabaseTableDispatcherSession) {
-  round_trip<cuda::EngineConfig>("cuda", "cuda");
+  round_trip<cuda::EngineConfig>(Backend::cuda);
 }
 
 // A table naming a parameter neither the MAC settings nor the engine know is refused where
@@ -204,7 +207,7 @@ template <class S>
 void policy_round_trip(const std::string& section) {
   const dispatch::Catalog cat = catalog();
   const std::string yaml = "name: rt\n" + section + ":\n" + yaml_fields<S>(cat, "  ");
-  Spec spec = parse_spec(yaml, "rt.yaml", "cuda");
+  Spec spec = parse_spec(yaml, "rt.yaml", Backend::cuda);
   const S& got = policy_of<S>(spec);
   for (const Field<S>& f : fields_of<S>())
     EXPECT_NE(f.text_of(got), f.text(f.default_value())) << section << "." << f.name << " kept "
@@ -226,7 +229,7 @@ TEST(ConfigRoundTrip, EveryPolicyFieldSurvivesSpecStructText) {
 // The message of the InputError parsing `yaml` throws ("" if none).
 std::string spec_error_of(const std::string& yaml) {
   try {
-    parse_spec(yaml, "t.yaml", "cpu");
+    parse_spec(yaml, "t.yaml", Backend::cpu);
   } catch (const InputError& e) {
     return e.what();
   }

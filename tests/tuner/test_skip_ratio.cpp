@@ -19,7 +19,7 @@ namespace {
 TEST(SkipRatio, ShippedSpecReachesEveryPoint) {
   const char* src = std::getenv("MACTUNE_SOURCE_DIR");
   ASSERT_NE(src, nullptr) << "MACTUNE_SOURCE_DIR is set by ctest";
-  const Spec spec = load_spec(std::string(src) + "/configs/cpu-skip.yaml", "cpu");
+  const Spec spec = load_spec(std::string(src) + "/configs/cpu-skip.yaml", Backend::cpu);
   std::vector<std::string> unreachable;
   const auto pts = expand_grid(spec, &unreachable);
   EXPECT_TRUE(unreachable.empty()) << unreachable.front();

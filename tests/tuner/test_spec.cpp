@@ -11,7 +11,7 @@ namespace mactune::tuner {
 namespace {
 
 // The message of the InputError that parsing `text` throws ("" if none).
-std::string error_of(const std::string& text, const std::string& backend = "cpu") {
+std::string error_of(const std::string& text, Backend backend = Backend::cpu) {
   try {
     parse_spec(text, "t.yaml", backend);
   } catch (const InputError& e) {
@@ -27,7 +27,7 @@ std::vector<std::string> texts(const Axis& a) {
 }
 
 TEST(TunerSpec, MinimalSpecGetsDefaults) {
-  const Spec s = parse_spec("name: tiny\n", "t.yaml", "cpu");
+  const Spec s = parse_spec("name: tiny\n", "t.yaml", Backend::cpu);
   EXPECT_EQ(s.name, "tiny");
   EXPECT_EQ(texts(s.axis("batch")), (std::vector<std::string>{"1"}));
   EXPECT_EQ(texts(s.axis("hit_rate")), (std::vector<std::string>{"0", "0.5", "0.9", "1"}));
@@ -56,7 +56,7 @@ kernels:
   cpu: {threads: [1, 2], isa: avx2}
   cuda: {chunk_tokens: [64, 128]}
 )Y",
-                            "t.yaml", "cpu");
+                            "t.yaml", Backend::cpu);
   EXPECT_EQ(texts(s.axis("batch")),
             (std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64"}));
   EXPECT_EQ(texts(s.axis("context")), (std::vector<std::string>{"32768", "65536", "131072"}));
@@ -74,7 +74,7 @@ kernels:
 
 TEST(TunerSpec, CudaBackendTakesTheCudaSection) {
   const Spec s = parse_spec("name: g\nkernels:\n  cuda: {chunk_tokens: [64, 256], graph: on}\n",
-                            "t.yaml", "cuda");
+                            "t.yaml", Backend::cuda);
   EXPECT_EQ(texts(s.axis("chunk_tokens")), (std::vector<std::string>{"64", "256"}));
   EXPECT_EQ(texts(s.axis("graph")), (std::vector<std::string>{"true"}));
   EXPECT_FALSE(s.find_axis("block_rows"));
@@ -84,12 +84,12 @@ TEST(TunerSpec, CudaBackendTakesTheCudaSection) {
 // reads as the same axis (and naming both is naming it twice).
 TEST(TunerSpec, MinChunkIsAnAliasOfTheCudaChunkTokens) {
   const Spec s =
-      parse_spec("name: g\nkernels:\n  cuda: {min_chunk: [64, 256]}\n", "t.yaml", "cuda");
+      parse_spec("name: g\nkernels:\n  cuda: {min_chunk: [64, 256]}\n", "t.yaml", Backend::cuda);
   EXPECT_EQ(texts(s.axis("chunk_tokens")), (std::vector<std::string>{"64", "256"}));
   EXPECT_TRUE(s.axis("chunk_tokens").given);
   EXPECT_FALSE(s.find_axis("min_chunk"));
   const std::string e =
-      error_of("name: g\nkernels:\n  cuda: {min_chunk: 64, chunk_tokens: 128}\n", "cuda");
+      error_of("name: g\nkernels:\n  cuda: {min_chunk: 64, chunk_tokens: 128}\n", Backend::cuda);
   EXPECT_NE(e.find("given twice"), std::string::npos) << e;
 }
 
@@ -146,7 +146,7 @@ TEST(TunerSpec, SyntaxErrorNamesTheLine) {
 TEST(TunerSpec, ZipGroupsNeedKnownAxesOfEqualLength) {
   const Spec s = parse_spec(
       "name: z\nworkload: {q_heads: [32, 64], kv_heads: [8, 8]}\nzip: [[q_heads, kv_heads]]\n",
-      "t.yaml", "cpu");
+      "t.yaml", Backend::cpu);
   ASSERT_EQ(s.zips.size(), 1u);
   EXPECT_EQ(s.zips[0].axes, (std::vector<std::string>{"q_heads", "kv_heads"}));
   std::string e =
@@ -168,14 +168,14 @@ decide: {tie_tolerance: 0.02}
 output: {db: a.db, dispatch: b.json, header: b.h, report: rep}
 seed: 42
 )",
-                            "t.yaml", "cpu");
+                            "t.yaml", Backend::cpu);
   EXPECT_EQ(s.measure.stop.warmup, 1);
   EXPECT_EQ(s.measure.stop.max_samples, 9);
   EXPECT_EQ(s.measure.mode, CacheMode::hot);
   EXPECT_EQ(s.measure.key(), "hot");
   EXPECT_DOUBLE_EQ(s.decide.tie_tolerance, 0.02);
   EXPECT_EQ(s.decide.ties, TieRule::overlap);
-  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", "cpu").decide.ties,
+  EXPECT_EQ(parse_spec("name: t\ndecide: {ties: tolerance}\n", "t.yaml", Backend::cpu).decide.ties,
             TieRule::tolerance);
   EXPECT_EQ(error_of("name: t\ndecide:\n  ties: coin\n")
                 .rfind("t.yaml:3: decide.ties: unknown tie rule", 0),
@@ -184,9 +184,9 @@ seed: 42
   EXPECT_EQ(s.output.header, "b.h");
   EXPECT_EQ(s.seed, 42u);
   EXPECT_EQ(s.measure.timer, std::nullopt);  // auto
-  EXPECT_EQ(parse_spec("name: t\nmeasure: {timer: cupti}\n", "t.yaml", "cuda").measure.timer,
+  EXPECT_EQ(parse_spec("name: t\nmeasure: {timer: cupti}\n", "t.yaml", Backend::cuda).measure.timer,
             Timer::cupti);
-  EXPECT_EQ(parse_spec("name: t\nmeasure: {timer: auto}\n", "t.yaml", "cuda").measure.timer,
+  EXPECT_EQ(parse_spec("name: t\nmeasure: {timer: auto}\n", "t.yaml", Backend::cuda).measure.timer,
             std::nullopt);
   EXPECT_EQ(error_of("name: t\nmeasure:\n  timer: rdtsc\n"),
             "t.yaml:3: measure.timer: expected auto, steady_clock, cuda_events or cupti, got "
@@ -196,12 +196,13 @@ seed: 42
 }
 
 TEST(TunerSpec, SearchStrategy) {
-  EXPECT_EQ(parse_spec("name: t\n", "t.yaml", "cpu").search.strategy, SearchStrategy::exhaustive);
-  const Spec h = parse_spec("name: t\nsearch: halving\n", "t.yaml", "cpu");
+  EXPECT_EQ(parse_spec("name: t\n", "t.yaml", Backend::cpu).search.strategy,
+            SearchStrategy::exhaustive);
+  const Spec h = parse_spec("name: t\nsearch: halving\n", "t.yaml", Backend::cpu);
   EXPECT_EQ(h.search.strategy, SearchStrategy::halving);
   EXPECT_EQ(h.search.first_samples, 2);
-  const Spec m =
-      parse_spec("name: t\nsearch: {strategy: halving, first_samples: 4}\n", "t.yaml", "cpu");
+  const Spec m = parse_spec("name: t\nsearch: {strategy: halving, first_samples: 4}\n", "t.yaml",
+                            Backend::cpu);
   EXPECT_EQ(m.search.strategy, SearchStrategy::halving);
   EXPECT_EQ(m.search.first_samples, 4);
   EXPECT_EQ(error_of("name: t\nsearch: bayes\n")

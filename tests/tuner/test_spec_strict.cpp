@@ -63,7 +63,7 @@ std::string join(const std::vector<std::string>& lines) {
 
 std::string error_of(const std::string& text) {
   try {
-    parse_spec(text, "t.yaml", "cpu");
+    parse_spec(text, "t.yaml", Backend::cpu);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -72,7 +72,7 @@ std::string error_of(const std::string& text) {
 
 // The grid a spec reads to, as text: every axis with its values.
 std::string grid_text(const std::string& text) {
-  const Spec s = parse_spec(text, "t.yaml", "cpu");
+  const Spec s = parse_spec(text, "t.yaml", Backend::cpu);
   std::ostringstream o;
   o << s.name << '|' << s.output.db << '|' << s.constraints.size() << '|';
   for (const Axis& a : s.axes) {

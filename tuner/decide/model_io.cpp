@@ -30,7 +30,7 @@ std::string percent(double x) {
 PlanLimits plan_limits_of(const DeviceFingerprint& device, const Launch& launch) {
   // What the launch leaves out keeps the engine's own default (its member initializer,
   // written nowhere else).
-  if (device.backend == "cuda") {
+  if (device.backend == Backend::cuda) {
     const auto e = engine_of<cuda::EngineConfig>(launch);
     return cuda_plan_limits(device.compute_units, e.min_chunk);
   }
@@ -40,7 +40,7 @@ PlanLimits plan_limits_of(const DeviceFingerprint& device, const Launch& launch)
 }
 
 PlanLimits plan_limits_of(const DeviceFingerprint& device, const std::string& params) {
-  return plan_limits_of(device, parse_launch(device.backend == "cuda" ? "cuda" : "cpu", params));
+  return plan_limits_of(device, parse_launch_params(device.backend, params));
 }
 
 StepSpec step_of(const db::Workload& w, bool mac, const PlanLimits& limits) {

@@ -193,7 +193,7 @@ class CpuBackend final : public MeasureBackend {
     cpu::set_arena_cache_bytes(0);
   }
 
-  std::string name() const override { return "cpu"; }
+  Backend kind() const override { return Backend::cpu; }
   DeviceFingerprint device() const override { return cpu_fingerprint(); }
   Timer timer() const override { return Timer::steady_clock; }
   void use_timer(std::optional<Timer> timer) override {

@@ -165,7 +165,7 @@ class CudaBackend final : public MeasureBackend {
   ~CudaBackend() override {
     if (flush_) cudaFree(flush_);
   }
-  std::string name() const override { return "cuda"; }
+  Backend kind() const override { return Backend::cuda; }
   DeviceFingerprint device() const override { return cuda::device_fingerprint(0); }
   Timer timer() const override { return cupti_ ? Timer::cupti : Timer::cuda_events; }
   void use_timer(std::optional<Timer> timer) override {

@@ -126,12 +126,11 @@ PairResult measure_pair(MeasureBackend& backend, Case& mac, Case& full, const Me
   return r;
 }
 
-std::unique_ptr<MeasureBackend> make_backend(const std::string& requested) {
-  if (requested == "cpu") return make_cpu_backend();
+std::unique_ptr<MeasureBackend> make_backend(BackendRequest requested) {
+  if (requested == Backend::cpu) return make_cpu_backend();
   std::string why;
   if (auto cuda = make_cuda_backend(&why)) return cuda;
-  if (requested == "cuda") input_error("cuda is asked for, but ", why);
-  MACTUNE_REQUIRE(requested == "auto", "unknown backend '", requested, "' (cpu, cuda or auto)");
+  if (requested == Backend::cuda) input_error("cuda is asked for, but ", why);
   return make_cpu_backend();
 }
 

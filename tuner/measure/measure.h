@@ -74,7 +74,7 @@ struct ClockState {
 class MeasureBackend {
  public:
   virtual ~MeasureBackend() = default;
-  virtual std::string name() const = 0;  // "cpu" | "cuda"
+  virtual Backend kind() const = 0;
   virtual DeviceFingerprint device() const = 0;
   // The timer samples are taken with (part of every point's identity).
   virtual Timer timer() const = 0;
@@ -150,7 +150,8 @@ std::unique_ptr<MeasureBackend> make_cuda_backend(std::string* why);
 // runs. Empty / the spec's names as given in a build without the CUDA kernels.
 std::vector<InstanceDesc> cuda_build_instances();
 std::pair<std::string, std::string> cuda_instance_names(const TunePoint& p);
-// Resolves "auto" (cuda when usable, else cpu), "cpu" or "cuda" (InputError when unusable).
-std::unique_ptr<MeasureBackend> make_backend(const std::string& requested);
+// The backend asked for: cpu, cuda (InputError when unusable here) or auto (none: cuda when
+// usable, else cpu).
+std::unique_ptr<MeasureBackend> make_backend(BackendRequest requested);
 
 }  // namespace mactune::tuner

@@ -73,17 +73,17 @@ using PointName = std::tuple<std::string, std::string, std::string>;  // instanc
 
 }  // namespace
 
-SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
+SweepPlan plan_sweep(const std::string& spec_path, std::optional<BackendRequest> backend) {
   const std::string text = read_spec_file(spec_path);
-  const std::string requested = backend.empty() ? requested_backend(text, spec_path) : backend;
+  const BackendRequest requested = backend ? *backend : requested_backend(text, spec_path);
   std::unique_ptr<MeasureBackend> b;
   std::string why;
-  if (requested == "cuda")
+  if (requested == Backend::cuda)
     b = make_cuda_backend(&why);  // null without a usable GPU: planned from the registry
   else
     b = make_backend(requested);
   SweepPlan plan;
-  plan.backend = b ? b->name() : "cuda";
+  plan.backend = b ? b->kind() : Backend::cuda;
   plan.spec = parse_spec(text, spec_path, plan.backend);
   plan.points = expand_grid(plan.spec, &plan.unreachable);
   plan.cold = plan.spec.measure.mode == CacheMode::cold;
@@ -100,7 +100,8 @@ SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend) {
     if (glob_match(plan.spec.device.name, d.name))
       plan.here = d;
     else
-      plan.not_here = "this machine's " + d.backend + " device is '" + d.name + "'";
+      plan.not_here =
+          "this machine's " + std::string(name_of(d.backend)) + " device is '" + d.name + "'";
     for (const TunePoint& p : plan.points) plan.names.push_back(b->instance_names(p));
   } else {
     plan.not_here = why;
@@ -132,8 +133,8 @@ StoredPoints stored_points(const SweepPlan& plan, const std::string& db_path) {
     if (!chosen || last > chosen_last) chosen = &d, chosen_last = last;
   }
   if (!chosen) {
-    out.note = db_path + " holds no measurements of a " + plan.backend + " device matching '" +
-               plan.spec.device.name + "'";
+    out.note = db_path + " holds no measurements of a " + std::string(name_of(plan.backend)) +
+               " device matching '" + plan.spec.device.name + "'";
     return out;
   }
   out.device = chosen->digest + " " + chosen->fingerprint.name;

@@ -24,7 +24,7 @@ namespace mactune::tuner {
 
 struct SweepPlan {
   Spec spec;
-  std::string backend;  // "cpu" | "cuda": the backend the points run on
+  Backend backend = Backend::cpu;  // the backend the points run on
   // This machine's device when it is one the spec is for (the backend is usable here and
   // device.name matches it); empty otherwise, and `not_here` says why.
   std::optional<DeviceFingerprint> here;
@@ -37,9 +37,10 @@ struct SweepPlan {
   std::vector<std::pair<std::string, std::string>> names;  // {MAC, full} instance per point
 };
 
-// Reads the spec and expands its grid. `backend` overrides device.backend ("" = the spec's);
-// a "cuda" spec plans without a GPU. InputError for a bad spec, as `mactune tune` reports it.
-SweepPlan plan_sweep(const std::string& spec_path, const std::string& backend = "");
+// Reads the spec and expands its grid. `backend` overrides device.backend (none: the spec's);
+// a cuda spec plans without a GPU. InputError for a bad spec, as `mactune tune` reports it.
+SweepPlan plan_sweep(const std::string& spec_path,
+                     std::optional<BackendRequest> backend = std::nullopt);
 
 enum class Stored { no, ok, failed };
 

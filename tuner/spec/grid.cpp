@@ -12,8 +12,8 @@
 
 namespace mactune::tuner {
 
-Launch parse_launch(std::string_view backend, std::string_view text) {
-  return parse_launch_params(parse_enum<Backend>(backend), text);
+Launch parse_launch(Backend backend, std::string_view text) {
+  return parse_launch_params(backend, text);
 }
 
 Params to_params(const Launch& launch) {
@@ -21,7 +21,7 @@ Params to_params(const Launch& launch) {
 }
 
 Launch TunePoint::launch() const {
-  return backend == "cuda" ? launch_params_of(cuda) : launch_params_of(cpu);
+  return backend == Backend::cuda ? launch_params_of(cuda) : launch_params_of(cpu);
 }
 
 Bucket bucket_of(const TunePoint& p) {
@@ -148,7 +148,7 @@ std::vector<TunePoint> expand_grid(const Spec& spec, std::vector<std::string>* u
     const std::string mac_why = validate(p.mac);
     if (!mac_why.empty()) input_error(spec.file, ':', spec.axis("K").line, ": mac: ", mac_why);
     // The machine's bound on worker threads (kernels/cpu/thread_pool.h), before any point runs.
-    if (p.backend == "cpu") {
+    if (p.backend == Backend::cpu) {
       try {
         cpu::check_worker_threads(p.cpu.threads);
       } catch (const InputError& e) {

@@ -22,19 +22,19 @@ using Launch = LaunchParams;
 inline std::string launch_text(const Launch& launch) {
   return launch_params_text(launch);
 }
-// Reads launch_text() back through the backend's engine table ("cpu" or "cuda").
-Launch parse_launch(std::string_view backend, std::string_view text);
+// Reads launch_text() back through the backend's engine table.
+Launch parse_launch(Backend backend, std::string_view text);
 Params to_params(const Launch& launch);
 
 // One point of the grid: a MAC configuration at one workload, measured against the full
 // baseline with the same launch parameters. Every axis of the spec is a field of one of its
 // parts (tuner/spec/axes.h), set through that part's field table.
 struct TunePoint {
-  std::size_t index = 0;        // position in the whole (unsharded) grid
-  std::string backend = "cpu";  // whose engine config applies: "cpu" or "cuda"
-  Problem shape;                // shape.batch = requests in the step
-  int context = 0;              // tokens in each request's KV cache; the step is at m = context
-  ForcedHits forced;            // enabled, hit rate, lag, coherence, seed
+  std::size_t index = 0;           // position in the whole (unsharded) grid
+  Backend backend = Backend::cpu;  // whose engine config applies
+  Problem shape;                   // shape.batch = requests in the step
+  int context = 0;                 // tokens in each request's KV cache; the step is at m = context
+  ForcedHits forced;               // enabled, hit rate, lag, coherence, seed
   MacParams mac;
   cpu::EngineConfig cpu;    // kernels.cpu (backend "cpu")
   cuda::EngineConfig cuda;  // kernels.cuda (backend "cuda")

@@ -341,27 +341,27 @@ void read_constraints(const Reader& rd, Spec& spec, const YAML::Node& n) {
 
 }  // namespace
 
-std::string requested_backend(std::string_view text, const std::string& file, int* line) {
+BackendRequest requested_backend(std::string_view text, const std::string& file, int* line) {
   if (line) *line = 0;
   const YAML::Node root = load_spec_yaml(text, file);
   if (root.IsMap() && root["device"] && root["device"].IsMap() && root["device"]["backend"]) {
     const YAML::Node n = root["device"]["backend"];
     const int at = n.Mark().line + 1;
     if (line) *line = at;
-    const std::string v = n.IsScalar() ? n.Scalar() : "";
-    if (v != "cpu" && v != "cuda" && v != "auto")
-      spec_error(file, ':', at, ": device.backend: expected cpu, cuda or auto, got '", v, "'");
-    return v;
+    try {
+      return parse_backend_request(n.IsScalar() ? n.Scalar() : "");
+    } catch (const InputError& e) {
+      spec_error(file, ':', at, ": device.backend: ", e.what());
+    }
   }
-  return "auto";
+  return std::nullopt;
 }
 
 std::string read_spec_file(const std::string& path) {
   return read_input_file(path, "spec", max_spec_bytes);
 }
 
-static Spec parse_spec_checked(std::string_view text, const std::string& file,
-                               const std::string& backend) {
+static Spec parse_spec_checked(std::string_view text, const std::string& file, Backend backend) {
   Reader rd{file};
   const YAML::Node root = load_spec_yaml(text, file);
   if (!root.IsMap()) rd.fail(root, "spec", "expected a mapping at the top level");
@@ -400,9 +400,15 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
       spec.device.line = e.line;
       for (const auto& d : rd.mapping(e.value, "device", {"backend", "name"})) {
         const std::string v = rd.scalar(d.value, "device." + d.key);
-        if (d.key == "backend" && v != "cpu" && v != "cuda" && v != "auto")
-          rd.fail(d.value, "device.backend", "expected cpu, cuda or auto, got '", v, "'");
-        (d.key == "backend" ? spec.device.backend : spec.device.name) = v;
+        if (d.key == "name") {
+          spec.device.name = v;
+          continue;
+        }
+        try {
+          spec.device.backend = parse_backend_request(v);
+        } catch (const InputError& bad) {
+          rd.fail(d.value, "device.backend", bad.what());
+        }
       }
     } else if (e.key == "kernels") {
       for (const auto& k : rd.mapping(e.value, "kernels", {"cpu", "cuda"})) {
@@ -410,7 +416,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
         Spec scratch;
         scratch.axes = default_axes();
         const Section s = k.key == "cpu" ? Section::cpu : Section::cuda;
-        read_axes(rd, k.key == backend ? spec : scratch, s, k.value, "kernels." + k.key);
+        read_axes(rd, k.key == name_of(backend) ? spec : scratch, s, k.value, "kernels." + k.key);
       }
     } else if (e.key == "mac") {
       read_axes(rd, spec, Section::mac, e.value, "mac");
@@ -440,7 +446,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
   }
   if (!have_name) rd.fail(1, "name", "missing: every spec has a name (used for output files)");
   // Drop the axes of the backend that does not run.
-  const Section other = backend == "cuda" ? Section::cpu : Section::cuda;
+  const Section other = backend == Backend::cuda ? Section::cpu : Section::cuda;
   std::erase_if(spec.axes, [&](const Axis& a) { return a.section == other; });
   if (zip) read_zip(rd, spec, *zip);
   check_duplicates(rd, spec);
@@ -451,7 +457,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file,
   return spec;
 }
 
-Spec parse_spec(std::string_view text, const std::string& file, const std::string& backend) {
+Spec parse_spec(std::string_view text, const std::string& file, Backend backend) {
   try {
     return parse_spec_checked(text, file, backend);
   } catch (const YAML::Exception& e) {
@@ -461,7 +467,7 @@ Spec parse_spec(std::string_view text, const std::string& file, const std::strin
   }
 }
 
-Spec load_spec(const std::string& path, const std::string& backend) {
+Spec load_spec(const std::string& path, Backend backend) {
   return parse_spec(read_spec_file(path), path, backend);
 }
 

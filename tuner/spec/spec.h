@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/fields.h"
 #include "kernels/timer.h"
 #include "tuner/spec/expr.h"
@@ -208,8 +209,8 @@ struct mactune::FieldTable<mactune::tuner::DecidePolicy> {
 namespace mactune::tuner {
 
 struct DeviceFilter {
-  std::string backend = "auto";  // cpu | cuda | auto (cuda when a GPU is usable, else cpu)
-  std::string name = "*";        // glob over the device name
+  BackendRequest backend;  // cpu | cuda | none: auto (cuda when a GPU is usable, else cpu)
+  std::string name = "*";  // glob over the device name
   int line = 0;
 };
 
@@ -221,9 +222,9 @@ struct Outputs {
 };
 
 struct Spec {
-  std::string file;     // where it was read from (for messages)
-  std::string backend;  // "cpu" or "cuda": whose kernel section entered the grid
-  std::string text;     // the spec as written (stored with each run)
+  std::string file;                // where it was read from (for messages)
+  Backend backend = Backend::cpu;  // whose kernel section entered the grid
+  std::string text;                // the spec as written (stored with each run)
   std::string name;
   std::string description;
   DeviceFilter device;
@@ -243,15 +244,16 @@ struct Spec {
 // Reads and validates a spec. Every problem is an InputError with one line
 // "FILE:LINE: KEY: what is wrong" (unknown keys, wrong types, empty axes, bad values, zip groups
 // of unequal length, constraints naming unknown axes). `backend` is the device backend the
-// spec will run on ("cpu" or "cuda"): only that backend's kernel section enters the grid.
-Spec parse_spec(std::string_view text, const std::string& file, const std::string& backend);
-Spec load_spec(const std::string& path, const std::string& backend);
+// spec will run on: only that backend's kernel section enters the grid.
+Spec parse_spec(std::string_view text, const std::string& file, Backend backend);
+Spec load_spec(const std::string& path, Backend backend);
 
-// The backend a spec asks for before a device is chosen: device.backend ("auto" when absent),
+// The backend a spec asks for before a device is chosen: device.backend (auto when absent),
 // read without validating the rest (parse_spec validates it again); `line` (when given) gets
 // its line, 0 when absent. Throws InputError naming file and line for a value that is not cpu,
 // cuda or auto.
-std::string requested_backend(std::string_view text, const std::string& file, int* line = nullptr);
+BackendRequest requested_backend(std::string_view text, const std::string& file,
+                                 int* line = nullptr);
 
 // The largest spec file read: a spec is a page of YAML; anything this big is the wrong file.
 constexpr std::uint64_t max_spec_bytes = 1u << 20;

@@ -42,8 +42,7 @@ InstanceDesc instance_info(const MeasureBackend& b, const std::string& name, boo
   for (const InstanceDesc& i : b.instances())
     if (i.name == name) return i;
   // Not runnable here: a failed point.
-  return InstanceDesc::named(name, parse_enum<mactune::Backend>(b.name()),
-                             mac ? Family::mac : Family::full);
+  return InstanceDesc::named(name, b.kind(), mac ? Family::mac : Family::full);
 }
 
 }  // namespace
@@ -52,18 +51,18 @@ TuneResult run_tune(const TuneOptions& opt, Progress& progress, const std::atomi
   const auto t0 = std::chrono::steady_clock::now();
   const std::string text = read_spec_file(opt.spec_path);
   int backend_line = 0;
-  const std::string requested =
-      opt.backend.empty() ? requested_backend(text, opt.spec_path, &backend_line) : opt.backend;
+  const BackendRequest requested =
+      opt.backend ? *opt.backend : requested_backend(text, opt.spec_path, &backend_line);
   std::unique_ptr<MeasureBackend> backend;
   try {
     backend = make_backend(requested);
   } catch (const InputError& e) {
-    if (!opt.backend.empty()) input_error("--backend ", requested, ": ", e.what());
+    if (opt.backend) input_error("--backend ", request_name(requested), ": ", e.what());
     input_error(opt.spec_path, ':', backend_line, ": device.backend: ", e.what());
   }
   if (opt.wrap_backend) backend = opt.wrap_backend(std::move(backend));
-  Spec spec = parse_spec(text, opt.spec_path, backend->name());
-  if (!opt.search.empty()) spec.search.strategy = parse_enum<SearchStrategy>(opt.search);
+  Spec spec = parse_spec(text, opt.spec_path, backend->kind());
+  if (opt.search) spec.search.strategy = *opt.search;
   const DeviceFingerprint here = backend->device();
   if (!glob_match(spec.device.name, here.name))
     input_error(spec.file, ':', spec.device.line, ": device.name: '", spec.device.name,

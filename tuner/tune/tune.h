@@ -20,6 +20,7 @@
 #include "tuner/decide/decide.h"
 #include "tuner/measure/measure.h"
 #include "tuner/measure/progress.h"
+#include "tuner/spec/spec.h"
 
 namespace mactune::tuner {
 
@@ -27,12 +28,12 @@ struct TuneOptions {
   std::string spec_path;
   // Overrides of the spec's output section ("" = the spec's).
   std::string db_path, dispatch_path, header_path, report_dir;
-  std::string backend;                       // "" = the spec's device.backend
+  std::optional<BackendRequest> backend;     // none: the spec's device.backend
   std::optional<std::pair<int, int>> shard;  // {i, N}
   bool emit = true;                          // decide and write the dispatch table at the end
   bool report = true;                        // write the report when a report directory is known
   bool retry_failed = false;                 // measure again points stored as failed
-  std::string search;                        // "" = the spec's search strategy
+  std::optional<SearchStrategy> search;      // none: the spec's search strategy
   std::string command;                       // the command line, stored with the run
   // A decorator over the backend the spec names (null: none): what a program that embeds the
   // tuner wraps around the device (its own timing, fault injection), and the seam the tests'
