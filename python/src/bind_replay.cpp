@@ -100,6 +100,7 @@ class MacKeywords {
       for (const auto& [row, as] : seen)
         if (row == f->name) input_error(function_, ": ", as, " and ", k, " name the same setting");
       seen.emplace_back(std::string(f->name), k);
+      if (axis && axis->defaults.empty() && value.is_none()) continue;  // None: the default
       if (axis) {
         out.axes.emplace_back(f, axis_values(function_, *f, *axis, value));
         continue;
@@ -150,8 +151,9 @@ class MacKeywords {
     return out;
   }
 
-  // One line per MAC keyword: its row's help and the values it takes, for the docstring.
-  std::string doc() const {
+  // One line per MAC keyword: its row's help and the values it takes, for the docstring;
+  // `list` follows an axis's line ("a list sweeps").
+  std::string doc(std::string_view list) const {
     std::string out;
     for (const MacField& f : fields_of<MacParams>()) {
       const Axis* axis = axis_of(f.name);
@@ -160,7 +162,7 @@ class MacKeywords {
         out += "; " + f.bounds.requirement(f.type == FieldType::integer);
       else if (f.type == FieldType::choice)
         out += "; one of " + f.choice_list();
-      if (axis) out += " (a list sweeps)";
+      if (axis) out += " (" + std::string(list) + ")";
     }
     return out;
   }
@@ -276,7 +278,7 @@ void bind_replay(nb::module_& m) {
       "and checked by its row; K, r and tau take a value or a list (their cross product is "
       "swept, K outermost), the others one value; defaults are MacParams' but min_context 0 "
       "(a trace replays from its first step):" +
-      replay_keywords.doc() +
+      replay_keywords.doc("a list sweeps") +
       "\n\nlayers: None (every layer) or a list; kv_dtype: KV storage (f32, bf16, f16); engine: "
       "cpu or ref (the fp64 reference); threads: 0 = all; baseline: the engine's plain full "
       "attention instead of MAC (checks it against o_ref); rope_theta: None = the trace's "
@@ -351,7 +353,7 @@ void bind_replay(nb::module_& m) {
       "and checked by its row; K, r, accept_eps and taus (also spelt tau) take a value or a "
       "list of values to try, the others one value; defaults are MacParams' but min_context 0, "
       "taus None = [" +
-      default_taus + "]:" + calibrate_keywords.doc() +
+      default_taus + "]:" + calibrate_keywords.doc("a list: the values to try") +
       "\n\nmetric: p99, mean, p50, max or frac_gt_0.1; against_ref: budget the error against "
       "the trace's o_ref instead of exact attention; layers: None (every layer of any trace) or "
       "a list; kv_dtype, engine, threads, rope_theta: as replay's. An unknown keyword is an "

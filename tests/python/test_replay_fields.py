@@ -4,6 +4,9 @@ keyword that reaches the run (the returned document echoes the settings each poi
 checked by its row; an unknown keyword is refused in one line. The tests walk the rows, so a
 new row is covered here without editing this file."""
 
+import json
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -101,6 +104,32 @@ def test_every_row_is_a_calibrate_keyword_that_reaches_the_run(trace, row):
             assert [p[name] for p in layer["points"]] == [v, base[name]], name
 
 
+def cli_text(v):
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def without_times(doc):
+    return {k: without_times(v) if isinstance(v, dict) else
+            [without_times(x) for x in v] if isinstance(v, list) else v
+            for k, v in doc.items() if k not in ("seconds", "path")}
+
+
+@pytest.mark.parametrize("row", ROWS, ids=NAMES)
+def test_every_keyword_runs_as_its_cli_flag_does(cli, trace, tmp_path, row):
+    # The same row, set through Python and through `mactune replay --NAME` (cli/field_flags.h),
+    # gives the same document.
+    name = row["name"]
+    [base] = mactune.replay(trace)["layers"]
+    for v in runnable(row, base[name]):
+        got = mactune.replay(trace, **{name: v})
+        out = tmp_path / "r.json"
+        flag = "--" + name.replace("_", "-")
+        r = subprocess.run([cli, "replay", "--trace", str(trace), f"{flag}={cli_text(v)}",
+                            "--json", str(out)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert without_times(got) == without_times(json.loads(out.read_text())), name
+
+
 def test_the_engine_runs_the_settings_given(trace):
     # Not only echoed: a setting changes what the engine does.
     free = mactune.replay(TRACES / "text_1k.safetensors", K=256, r=64)["layers"][0]
@@ -175,6 +204,9 @@ def test_calibrate_takes_tau_as_the_tables_name_of_taus(trace):
     with pytest.raises(mactune.InputError) as e:
         mactune.calibrate(trace, max_err=1.0, taus=[0.5], tau=[0.7])
     assert one_line(e) == "calibrate: taus and tau name the same setting"
+    every = mactune.calibrate(trace, max_err=1.0, taus=None)  # None: the default grid
+    assert len(every["layers"][0]["points"]) == len(mactune.calibrate(trace, max_err=1.0)[
+        "layers"][0]["points"]) > 5
 
 
 def test_numpy_values_are_taken_as_their_python_values(trace):
