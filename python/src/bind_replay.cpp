@@ -77,6 +77,10 @@ class MacKeywords {
       : function_(function), axes_(std::move(axes)), others_(std::move(others)) {
     for (const Axis& a : axes_)
       MACTUNE_CHECK(find_field<MacParams>(a.row) != nullptr, "no MAC setting '", a.row, "'");
+    // A row named as one of the function's own keywords would never reach **kwargs.
+    for (const MacField& f : fields_of<MacParams>())
+      MACTUNE_CHECK(std::find(others_.begin(), others_.end(), f.name) == others_.end(), function_,
+                    ": the MAC setting '", f.name, "' is also a keyword of its own");
   }
 
   // The MAC settings of a call: `defaults` with the rows `kw` names set, each read and checked
@@ -149,6 +153,16 @@ class MacKeywords {
              " = " + shown;
     }
     return out;
+  }
+
+  // "MacParams' own" or "MacParams' own but min_context 0": how `defaults` differs from
+  // MacParams{}, for the docstring.
+  static std::string defaults_text(const MacParams& defaults) {
+    std::string but;
+    for (const MacField& f : fields_of<MacParams>())
+      if (f.get(defaults) != f.get(MacParams{}))
+        but += (but.empty() ? " but " : ", ") + std::string(f.name) + " " + f.text_of(defaults);
+    return "MacParams' own" + but;
   }
 
   // One line per MAC keyword: its row's help and the values it takes, for the docstring;
@@ -261,12 +275,10 @@ void bind_replay(nb::module_& m) {
       "replay", {swept("K"), swept("r"), swept("tau")},
       {"layers", "kv_dtype", "engine", "threads", "baseline", "rope_theta"});
   const std::string replay_sig =
-      "def replay(trace: object, *, layers: Sequence[int] | None = "
-      "None, " +
+      "def replay(trace: object, *, layers: Sequence[int] | None = None, " +
       replay_keywords.signature(defaults.mac) + ", kv_dtype: str = " + quoted(default_kv_dtype) +
       ", engine: str = " + quoted(default_engine) +
-      ", threads: int = 0, baseline: bool = False, rope_theta: float | "
-      "None = None) -> dict";
+      ", threads: int = 0, baseline: bool = False, rope_theta: float | None = None) -> dict";
   const std::string replay_doc =
       "Replays a decode trace through MAC-Attention, as `mactune replay`: every position of "
       "each layer (default: all the trace holds) is one decode step. Returns the --json "
@@ -276,9 +288,9 @@ void bind_replay(nb::module_& m) {
       "full_vs_ref_max, seconds}]}.\n\n"
       "MAC settings: one keyword per row of MacParams' field table (the CLI's flags), each read "
       "and checked by its row; K, r and tau take a value or a list (their cross product is "
-      "swept, K outermost), the others one value; defaults are MacParams' but min_context 0 "
-      "(a trace replays from its first step):" +
-      replay_keywords.doc("a list sweeps") +
+      "swept, K outermost), the others one value; defaults: " +
+      MacKeywords::defaults_text(defaults.mac) +
+      " (a trace replays from its first step):" + replay_keywords.doc("a list sweeps") +
       "\n\nlayers: None (every layer) or a list; kv_dtype: KV storage (f32, bf16, f16); engine: "
       "cpu or ref (the fp64 reference); threads: 0 = all; baseline: the engine's plain full "
       "attention instead of MAC (checks it against o_ref); rope_theta: None = the trace's "
@@ -351,9 +363,9 @@ void bind_replay(nb::module_& m) {
       "(replay::load_layer_schedule reads it).\n\n"
       "MAC settings: one keyword per row of MacParams' field table (the CLI's flags), each read "
       "and checked by its row; K, r, accept_eps and taus (also spelt tau) take a value or a "
-      "list of values to try, the others one value; defaults are MacParams' but min_context 0, "
-      "taus None = [" +
-      default_taus + "]:" + calibrate_keywords.doc("a list: the values to try") +
+      "list of values to try, the others one value; defaults: " +
+      MacKeywords::defaults_text(calibration.base.mac) + ", taus None = [" + default_taus +
+      "]:" + calibrate_keywords.doc("a list: the values to try") +
       "\n\nmetric: p99, mean, p50, max or frac_gt_0.1; against_ref: budget the error against "
       "the trace's o_ref instead of exact attention; layers: None (every layer of any trace) or "
       "a list; kv_dtype, engine, threads, rope_theta: as replay's. An unknown keyword is an "
