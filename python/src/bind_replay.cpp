@@ -55,7 +55,8 @@ std::vector<Scalar> axis_values(const char* function, const MacField& f, const A
       input_error(function, ": ", axis.keyword, ": ", what.substr(what.find(": ") + 2));
     }
   };
-  const bool scalar = nb::isinstance<nb::str>(h) || !PySequence_Check(h.ptr()) ||
+  const bool scalar = nb::isinstance<nb::str>(h) || nb::isinstance<nb::bytes>(h) ||
+                      !PySequence_Check(h.ptr()) ||
                       (nb::hasattr(h, "ndim") && nb::cast<int>(h.attr("ndim")) == 0);
   if (scalar) return {one(h)};
   std::vector<Scalar> out;

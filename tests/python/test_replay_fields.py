@@ -178,6 +178,9 @@ def test_bad_values_say_why():
     with pytest.raises(mactune.InputError) as e:
         mactune.replay("never-read.safetensors", tau=[])
     assert "replay: tau: an empty list" in one_line(e)
+    with pytest.raises(mactune.InputError) as e:
+        mactune.replay("never-read.safetensors", K=b"\x02")  # bytes are not a list of ints
+    assert one_line(e).startswith("replay: K: expected an integer, got bytes")
 
 
 @pytest.mark.parametrize("fn, extra, others", [
