@@ -113,7 +113,15 @@ nb::ndarray<nb::numpy, T> numpy_copy(const T* src, std::initializer_list<std::si
 // A Python value as a value of field `f` (int, float, bool or str as the field's type says),
 // before f.check(): InputError naming the field and what it got otherwise.
 template <class S>
-Scalar python_scalar(const Field<S>& f, nb::handle v) {
+Scalar python_scalar(const Field<S>& f, nb::handle value) {
+  // A numpy scalar (numpy.int64(512), numpy.float32(0.5), numpy.bool_) or 0-d array counts
+  // as the Python value it holds: numpy.arange and friends hand out such values.
+  nb::object held = nb::borrow(value);
+  if (!PyLong_Check(value.ptr()) && !PyFloat_Check(value.ptr()) && !PyUnicode_Check(value.ptr()) &&
+      nb::hasattr(value, "dtype") && nb::hasattr(value, "item") && nb::hasattr(value, "ndim") &&
+      nb::cast<int>(value.attr("ndim")) == 0)
+    held = value.attr("item")();
+  const nb::handle v = held;
   const auto refuse = [&](const char* expected) {
     input_error(f.name, ": expected ", expected, ", got ",
                 nb::cast<std::string>(nb::str(v.type().attr("__name__"))), " ",
@@ -140,6 +148,17 @@ Scalar python_scalar(const Field<S>& f, nb::handle v) {
   }
 }
 
+// python_scalar() checked by the field (range, choices): InputError "NAME: why" otherwise.
+template <class S>
+Scalar checked_scalar(const Field<S>& f, nb::handle v) {
+  const Scalar s = python_scalar(f, v);  // its errors name the field already
+  try {
+    return f.check(s);
+  } catch (const InputError& e) {
+    input_error(f.name, ": ", e.what());
+  }
+}
+
 // Warns (DeprecationWarning) that `old_name` of `type_name` is now `new_name`.
 inline void warn_renamed(const char* type_name, const std::string& old_name,
                          const std::string& new_name) {
@@ -163,11 +182,9 @@ class Fields {
       const std::string name(f.name);
       const auto set = [f, type_name = type_name_](T& t, nb::handle v) {
         try {
-          f.set(t, f.check(python_scalar(f, v)));
+          f.set(t, checked_scalar(f, v));
         } catch (const InputError& e) {
-          const std::string what = e.what();
-          if (what.rfind(std::string(f.name) + ": ", 0) == 0) input_error(type_name, ".", what);
-          input_error(type_name, ".", f.name, ": ", what);
+          input_error(type_name, ".", e.what());  // "MacParams.K: value 0 is out of range ..."
         }
       };
       const auto get = [f](const T& t) { return nb::cast(f.get(t)); };
