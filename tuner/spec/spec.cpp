@@ -233,11 +233,8 @@ void read_field(const Reader& rd, const Field<S>& f, S& s, const YAML::Node& n,
   const std::string text = rd.scalar(n, key);
   try {
     f.set(s, f.parse(text));
-  } catch (const InputError& e) {
-    const std::optional<double> x = parse_real(text);
-    const bool numeric =
-        f.type == FieldType::real || (f.type == FieldType::integer && x && *x == std::floor(*x));
-    if (numeric && x && !f.bounds.holds(*x))
+  } catch (const FieldError& e) {
+    if (e.failed == FieldCheck::range)
       rd.fail(n, key, f.bounds.requirement(f.type == FieldType::integer), ", got ", text);
     rd.fail(n, key, e.what());
   }
