@@ -124,12 +124,6 @@ struct Reader {
       fail(at ? *at : n, key, "expected an integer, got '", n.Scalar(), "'");
     return static_cast<long long>(v);
   }
-  bool boolean(const YAML::Node& n, std::string_view key) const {
-    const std::string s = scalar(n, key);
-    if (s == "true" || s == "yes" || s == "on") return true;
-    if (s == "false" || s == "no" || s == "off") return false;
-    fail(n, key, "expected true or false, got '", s, "'");
-  }
 };
 
 // One value of an axis from its scalar text, read and checked by the axis's field. `at`: where
