@@ -17,9 +17,10 @@ struct Migration {
   std::function<void(Connection&)> apply;  // runs inside the migration's transaction
 };
 
-// This build's migrations: v1 creates every table, v2 extends the nsys tables, v3 records the
-// key formats and renames the MAC settings in decisions. Append new steps; never edit shipped
-// ones. (Settings columns follow the field tables without a step of their own: db/settings.h.)
+// This build's migrations: v1 creates every table (db/schema.cpp), v2 extends the nsys tables
+// (db/nsys_schema.cpp), v3 records the key formats and renames the MAC settings in decisions,
+// and so on (v3 on: db/migrations.cpp). Append new steps; never edit shipped ones. (Settings
+// columns follow the field tables without a step of their own: db/settings.h.)
 const std::vector<Migration>& builtin_migrations();
 
 // The version the last migration produces.

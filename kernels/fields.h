@@ -116,6 +116,26 @@ inline std::string scalar_text(const Scalar& v) {
   return std::get<std::string>(v);
 }
 
+// Which check of a field a value failed: its type (not a number, not an integer, not a
+// string, not a boolean, a malformed text), its range (a number outside the bounds), or its
+// choices (a name not among them).
+enum class FieldCheck : std::uint8_t { type, range, choice };
+
+// A value a field refuses (Field::parse, Field::check): an InputError that also says which
+// check failed, so that a caller can word a range failure its own way (the spec reader says
+// the range, as an axis's bounds do) without parsing the text again.
+class FieldError : public InputError {
+ public:
+  FieldError(FieldCheck failed_check, const std::string& message)
+      : InputError(message), failed(failed_check) {}
+  FieldCheck failed;
+};
+
+template <class... Parts>
+[[noreturn]] void field_error(FieldCheck failed, const Parts&... parts) {
+  throw FieldError(failed, detail::concat(parts...));
+}
+
 // An inclusive or open range of a numeric field.
 struct FieldRange {
   double lo = -std::numeric_limits<double>::infinity();
@@ -210,28 +230,34 @@ struct Field {
   Scalar default_value() const { return get(S{}); }
 
   // Text (a spec scalar, a flag, a database cell) -> a checked value of the field's type.
-  // InputError says what is wrong with the value; callers say where it came from.
+  // FieldError says what is wrong with the value and which check failed; callers say where it
+  // came from.
   Scalar parse(std::string_view s) const {
     switch (type) {
       case FieldType::integer: {
         const auto x = parse_real(s);
-        if (!x) input_error("expected a number, got '", s, "'");
-        if (*x != std::floor(*x) || std::fabs(*x) > 9e15)
-          input_error("expected an integer, got '", s, "'");
+        if (!x) field_error(FieldCheck::type, "expected a number, got '", s, "'");
+        if (*x != std::floor(*x))
+          field_error(FieldCheck::type, "expected an integer, got '", s, "'");
+        // Past 9e15 a double no longer holds every integer: refused in the same words, as a
+        // range failure where the bounds refuse it too (1e16 of a field up to 1000000).
+        if (std::fabs(*x) > 9e15)
+          field_error(bounds.holds(*x) ? FieldCheck::type : FieldCheck::range,
+                      "expected an integer, got '", s, "'");
         return check(static_cast<std::int64_t>(*x));
       }
       case FieldType::real: {
         const auto x = parse_real(s);
-        if (!x) input_error("expected a number, got '", s, "'");
+        if (!x) field_error(FieldCheck::type, "expected a number, got '", s, "'");
         return check(*x);
       }
       case FieldType::boolean:
         if (s == "true" || s == "yes" || s == "on") return true;
         if (s == "false" || s == "no" || s == "off") return false;
-        input_error("expected true or false, got '", s, "'");
+        field_error(FieldCheck::type, "expected true or false, got '", s, "'");
       case FieldType::choice:
       case FieldType::text:
-        return check(canonical ? canonical(s) : std::string(s));
+        return check(canonical_text(s));
       case FieldType::instance:
         return check(std::string(s == "auto" ? std::string_view() : s));
     }
@@ -239,48 +265,51 @@ struct Field {
   }
 
   // A value from elsewhere (a JSON param, a database column) as this field's type: integers
-  // where reals are expected, range and choices checked. InputError on a mismatch.
+  // where reals are expected, range and choices checked. FieldError on a mismatch.
   Scalar check(const Scalar& v) const {
     switch (type) {
       case FieldType::integer: {
         const auto* i = std::get_if<std::int64_t>(&v);
-        if (!i) input_error("expected an integer, got ", quoted(v));
+        if (!i) field_error(FieldCheck::type, "expected an integer, got ", quoted(v));
         if (!bounds.holds(static_cast<double>(*i)))
-          input_error("value ", *i, " is out of range (", name, " ", bounds.requirement(true), ")");
+          field_error(FieldCheck::range, "value ", *i, " is out of range (", name, " ",
+                      bounds.requirement(true), ")");
         return *i;
       }
       case FieldType::real: {
         const std::optional<double> n = number_of(v);
-        if (!n) input_error("expected a number, got ", quoted(v));
+        if (!n) field_error(FieldCheck::type, "expected a number, got ", quoted(v));
         const double x = *n == 0 ? 0.0 : *n;  // -0 (a JSON param, a column) is 0
         if (!std::isfinite(x) || !bounds.holds(x))
-          input_error("value ", format_real(x), " is out of range (", name, " ",
+          field_error(FieldCheck::range, "value ", format_real(x), " is out of range (", name, " ",
                       bounds.requirement(), ")");
         return x;
       }
       case FieldType::boolean:
         if (!std::holds_alternative<bool>(v))
-          input_error("expected true or false, got ", quoted(v));
+          field_error(FieldCheck::type, "expected true or false, got ", quoted(v));
         return v;
       case FieldType::choice: {
         const auto* t = std::get_if<std::string>(&v);
-        if (!t) input_error("expected one of ", choice_list(), ", got ", quoted(v));
-        const std::string c = canonical ? canonical(*t) : *t;
+        if (!t)
+          field_error(FieldCheck::type, "expected one of ", choice_list(), ", got ", quoted(v));
+        const std::string c = canonical_text(*t);
         for (const std::string& n : choices)
           if (n == c) return c;
-        input_error("'", *t, "' is not one of ", choice_list());
+        field_error(FieldCheck::choice, "'", *t, "' is not one of ", choice_list());
       }
       case FieldType::text: {
         const auto* t = std::get_if<std::string>(&v);
-        if (!t) input_error("expected a string, got ", quoted(v));
-        return canonical ? canonical(*t) : *t;
+        if (!t) field_error(FieldCheck::type, "expected a string, got ", quoted(v));
+        return canonical_text(*t);
       }
       case FieldType::instance: {
         const auto* t = std::get_if<std::string>(&v);
-        if (!t) input_error("expected an instance name, got ", quoted(v));
+        if (!t) field_error(FieldCheck::type, "expected an instance name, got ", quoted(v));
         const std::string n = *t == "auto" ? "" : *t;
         if (n.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
-          input_error("'", *t, "' is not an instance name (lower case, digits, '_') or auto");
+          field_error(FieldCheck::type, "'", *t,
+                      "' is not an instance name (lower case, digits, '_') or auto");
         return n;
       }
     }
@@ -305,6 +334,19 @@ struct Field {
   }
 
  private:
+  // The codec's spelling of `t` (t itself where there is no codec). A text the codec refuses
+  // (an enum's unknown name, a malformed lag distribution) is a FieldError too: of the
+  // choices for a choice field, of the type for a text field.
+  std::string canonical_text(std::string_view t) const {
+    if (!canonical) return std::string(t);
+    try {
+      return canonical(t);
+    } catch (const FieldError&) {
+      throw;
+    } catch (const InputError& e) {
+      field_error(type == FieldType::choice ? FieldCheck::choice : FieldCheck::type, e.what());
+    }
+  }
   static std::string quoted(const Scalar& v) {
     return std::holds_alternative<std::string>(v) ? "'" + std::get<std::string>(v) + "'"
                                                   : scalar_text(v);

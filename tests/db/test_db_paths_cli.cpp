@@ -145,8 +145,8 @@ TEST_P(DbSignal, ExportLeavesNoHiddenTemporary) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, DbSignal, ::testing::Values(SIGINT, SIGTERM),
-                         [](const auto& info) {
-                           return info.param == SIGINT ? "Sigint" : "Sigterm";
+                         [](const auto& param_info) {
+                           return param_info.param == SIGINT ? "Sigint" : "Sigterm";
                          });
 
 // ---- Debris: read-only opens of a foreign file.

@@ -280,5 +280,30 @@ TEST(ConfigRoundTrip, EveryPolicyRangeIsEnforcedFromTheSpec) {
   policy_ranges<DecidePolicy>("decide");
 }
 
+// Which check failed, as the refusal says (FieldError): the spec words a range failure as the
+// range and every other one in the field's own words.
+FieldCheck failed_check(const Field<Search>& f, std::string_view text) {
+  try {
+    f.parse(text);
+  } catch (const FieldError& e) {
+    return e.failed;
+  }
+  ADD_FAILURE() << f.name << " read '" << text << "'";
+  return FieldCheck::type;
+}
+
+TEST(ConfigRoundTrip, PolicyRefusalsSayWhichCheckFailed) {
+  const Field<Search>& first = *find_field<Search>("first_samples");  // [1, 1000]
+  EXPECT_EQ(failed_check(first, "many"), FieldCheck::type);
+  EXPECT_EQ(failed_check(first, "2.5"), FieldCheck::type);
+  EXPECT_EQ(failed_check(first, "0"), FieldCheck::range);
+  EXPECT_EQ(failed_check(first, "1e16"), FieldCheck::range);  // past 9e15, outside the bounds
+  EXPECT_EQ(failed_check(*find_field<Search>("strategy"), "bayes"), FieldCheck::choice);
+  EXPECT_EQ(spec_error_of("name: t\nsearch:\n  first_samples: 1e16\n"),
+            "t.yaml:3: search.first_samples: must be in [1, 1000], got 1e16");
+  EXPECT_EQ(spec_error_of("name: t\nsearch:\n  first_samples: 2.5\n"),
+            "t.yaml:3: search.first_samples: expected an integer, got '2.5'");
+}
+
 }  // namespace
 }  // namespace mactune::tuner

@@ -124,12 +124,6 @@ struct Reader {
       fail(at ? *at : n, key, "expected an integer, got '", n.Scalar(), "'");
     return static_cast<long long>(v);
   }
-  bool boolean(const YAML::Node& n, std::string_view key) const {
-    const std::string s = scalar(n, key);
-    if (s == "true" || s == "yes" || s == "on") return true;
-    if (s == "false" || s == "no" || s == "off") return false;
-    fail(n, key, "expected true or false, got '", s, "'");
-  }
 };
 
 // One value of an axis from its scalar text, read and checked by the axis's field. `at`: where
@@ -233,11 +227,8 @@ void read_field(const Reader& rd, const Field<S>& f, S& s, const YAML::Node& n,
   const std::string text = rd.scalar(n, key);
   try {
     f.set(s, f.parse(text));
-  } catch (const InputError& e) {
-    const std::optional<double> x = parse_real(text);
-    const bool numeric =
-        f.type == FieldType::real || (f.type == FieldType::integer && x && *x == std::floor(*x));
-    if (numeric && x && !f.bounds.holds(*x))
+  } catch (const FieldError& e) {
+    if (e.failed == FieldCheck::range)
       rd.fail(n, key, f.bounds.requirement(f.type == FieldType::integer), ", got ", text);
     rd.fail(n, key, e.what());
   }
