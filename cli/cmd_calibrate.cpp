@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli/field_flags.h"
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
@@ -25,27 +26,13 @@ namespace {
 struct CalibrateArgs {
   std::vector<std::string> traces;
   std::vector<int> layers;
-  double max_err = -1;
-  std::string metric = "p99";
-  bool against_ref = false;
-  std::vector<int> ring_capacities{512};
-  std::vector<int> bands{256};
-  std::vector<double> taus = replay::default_calibration_taus();
-  MacParams mac = calibrate_base();  // every other MAC setting (one value each)
-  std::string kv_dtype = "f32";
-  std::vector<double> accept_eps{1.0};
-  std::string engine = std::string(name_of(replay::default_replay_engine()));
-  int threads = 0;
+  // The flags write into the library's options, whose defaults are written nowhere else: the
+  // lists to try (replay::CalibrationOptions), every other MAC setting (MacParams' own but
+  // min_context 0, replay::ReplaySettings::replay_defaults), the KV dtype, engine and threads.
+  replay::CalibrationOptions opt{.max_err = -1};  // --max-err is required
   std::optional<double> rope_theta;
   std::string output, db, json;
   FieldFlags flags;  // the MAC settings' flags, from MacParams' field table
-
-  // MacParams' defaults but min_context 0: a trace calibrates from its first step.
-  static MacParams calibrate_base() {
-    MacParams m;
-    m.min_context = 0;
-    return m;
-  }
 };
 
 std::string budget_text(double x) {
@@ -100,8 +87,9 @@ void print_layer(const replay::LayerCalibration& lc, const replay::CalibrationOp
 }
 
 void run_calibrate(const CalibrateArgs& a) {
+  const replay::CalibrationOptions& opt = a.opt;
   // NaN and inf never get here (cli/options.h); a negative budget no point can meet.
-  MACTUNE_REQUIRE(a.max_err >= 0, "--max-err ", budget_text(a.max_err),
+  MACTUNE_REQUIRE(opt.max_err >= 0, "--max-err ", budget_text(opt.max_err),
                   ": an error budget cannot be negative (e.g. --max-err 0.01)");
   OutputPaths paths;
   for (const std::string& t : a.traces) paths.input(t, "trace", "--trace");
@@ -115,21 +103,9 @@ void run_calibrate(const CalibrateArgs& a) {
   std::vector<const replay::DecodeTrace*> ptrs;
   for (const auto& t : traces) ptrs.push_back(&t);
 
-  replay::CalibrationOptions opt;
-  opt.base.mac = a.mac;
-  opt.accept_eps = a.accept_eps;
-  opt.base.kv_dtype = parse_dtype(a.kv_dtype);
-  opt.base.engine = parse_enum<replay::ReplayEngine>(a.engine);
-  opt.base.threads = a.threads;
-  opt.ring_capacities = a.ring_capacities;
-  opt.bands = a.bands;
-  opt.taus = a.taus;
-  opt.metric = a.metric;
-  opt.max_err = a.max_err;
-  opt.against_ref = a.against_ref;
   opt.validate();
   for (const auto* t : ptrs)
-    for (const int K : a.ring_capacities) {
+    for (const int K : opt.ring_capacities) {
       MacParams m = opt.base.mac;
       m.ring_capacity = K;
       require_host_memory(session_bytes(t->problem(t->layers().front(), opt.base.kv_dtype), 0, &m),
@@ -141,8 +117,8 @@ void run_calibrate(const CalibrateArgs& a) {
   std::printf(
       "calibrate over %s: budget err_%s <= %g (vs %s), engine %s, kv %s, %zu point(s) "
       "per layer\n",
-      names.str().c_str(), a.metric.c_str(), a.max_err,
-      a.against_ref ? "o_ref" : "exact full attention",
+      names.str().c_str(), opt.metric.c_str(), opt.max_err,
+      opt.against_ref ? "o_ref" : "exact full attention",
       std::string(name_of(opt.base.engine)).c_str(),
       std::string(dtype_name(opt.base.kv_dtype)).c_str(), opt.grid().size());
 
@@ -152,7 +128,7 @@ void run_calibrate(const CalibrateArgs& a) {
   const std::string comment =
       "per-layer MAC-Attention settings written by `mactune calibrate`\n"
       "budget: err_" +
-      a.metric + " <= " + budget_text(a.max_err) + " over " + names.str();
+      opt.metric + " <= " + budget_text(opt.max_err) + " over " + names.str();
   int last_layer = -1;
   replay::CalibrationCallbacks cb;
   cb.on_trace_point = [&](const replay::DecodeTrace& t, const replay::ReplayPoint& pt) {
@@ -161,7 +137,7 @@ void run_calibrate(const CalibrateArgs& a) {
   cb.on_point = [&](int layer, const replay::CalibrationPoint& p) {
     if (layer != last_layer) {
       std::printf("layer %d:\n", layer);
-      print_curve_header(a.metric);
+      print_curve_header(opt.metric);
       last_layer = layer;
     }
     print_point(p);
@@ -186,10 +162,10 @@ void add_calibrate(CLI::App& app) {
   cmd->add_option("--trace", a->traces, "Decode traces (safetensors); errors pool across them")
       ->required()
       ->expected(1, -1);
-  cmd->add_option("--max-err", a->max_err, "Error budget on the metric, e.g. 0.01")->required();
-  cmd->add_option("--metric", a->metric, "p99 | mean | p50 | max | frac_gt_0.1")
+  cmd->add_option("--max-err", a->opt.max_err, "Error budget on the metric, e.g. 0.01")->required();
+  cmd->add_option("--metric", a->opt.metric, "p99 | mean | p50 | max | frac_gt_0.1")
       ->capture_default_str();
-  cmd->add_flag("--against-ref", a->against_ref,
+  cmd->add_flag("--against-ref", a->opt.against_ref,
                 "Budget the error against the trace's o_ref instead of exact attention");
   cmd->add_option("-o,--output", a->output, "Schedule file to write (YAML)")->required();
   cmd->add_option("--layers", a->layers, "Layers (default: every layer of any trace)")
@@ -197,15 +173,16 @@ void add_calibrate(CLI::App& app) {
   // The MAC settings are the rows of MacParams' field table (cli/field_flags.h): K, r, tau and
   // accept_eps take the lists to try, every other row one value, each read and checked by its
   // row; a new MAC setting is a flag here with no code.
-  a->flags.add_list<MacParams>(*cmd, "K", a->ring_capacities, "MAC settings", " (values to try)");
-  a->flags.add_list<MacParams>(*cmd, "r", a->bands, "MAC settings", " (values to try)");
-  a->flags.add_list<MacParams>(*cmd, "tau", a->taus, "MAC settings", " (values to try)", "--taus");
-  a->flags.add_list<MacParams>(*cmd, "accept_eps", a->accept_eps, "MAC settings",
+  replay::CalibrationOptions& o = a->opt;
+  a->flags.add_list<MacParams>(*cmd, "K", o.ring_capacities, "MAC settings", " (values to try)");
+  a->flags.add_list<MacParams>(*cmd, "r", o.bands, "MAC settings", " (values to try)");
+  a->flags.add_list<MacParams>(*cmd, "tau", o.taus, "MAC settings", " (values to try)", "--taus");
+  a->flags.add_list<MacParams>(*cmd, "accept_eps", o.accept_eps, "MAC settings",
                                " (values to try)");
-  a->flags.add(*cmd, a->mac, "mac", "MAC settings", {"K", "r", "tau", "accept_eps"});
-  cmd->add_option("--kv-dtype", a->kv_dtype, "f32 | bf16 | f16")->capture_default_str();
-  cmd->add_option("--engine", a->engine, "cpu | ref")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
+  a->flags.add(*cmd, o.base.mac, "mac", "MAC settings", {"K", "r", "tau", "accept_eps"});
+  add_enum_option(*cmd, "--kv-dtype", o.base.kv_dtype, "KV cache storage");
+  add_enum_option(*cmd, "--engine", o.base.engine, "cpu | ref");
+  cmd->add_option("--threads", o.base.threads, "Worker threads (0: all)")->capture_default_str();
   cmd->add_option("--rope-theta", a->rope_theta, "RoPE base (default: each trace's metadata)");
   cmd->add_option("--db", a->db, "Store every (trace, layer, setting) in the fidelity table");
   cmd->add_option("--json", a->json,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/field_flags.h"
+#include "cli/options.h"
 #include "cli/registry.h"
 #include "kernels/file_io.h"
 #include "kernels/host_memory.h"
@@ -24,24 +25,16 @@ namespace {
 struct ReplayArgs {
   std::string trace;
   std::vector<int> layers;
-  std::vector<int> ring_capacities{512};
-  std::vector<int> bands{256};
-  std::vector<double> taus{0.45};
-  MacParams mac = replay_base();  // every other MAC setting (one value each)
-  std::string kv_dtype = "f32";
-  std::string engine = std::string(name_of(replay::default_replay_engine()));
-  int threads = 0;
-  bool baseline = false;
+  // The library's defaults, written nowhere else: every MAC setting (MacParams' own but
+  // min_context 0, replay::ReplaySettings::replay_defaults), the KV dtype, the engine, threads.
+  replay::ReplaySettings base;
+  // The swept settings start as one value each, the default's.
+  std::vector<int> ring_capacities{base.mac.ring_capacity};
+  std::vector<int> bands{base.mac.band};
+  std::vector<double> taus{base.mac.tau};
   std::optional<double> rope_theta;
   std::string json, db;
   FieldFlags flags;  // the MAC settings' flags, from MacParams' field table
-
-  // MacParams' defaults but min_context 0: a trace replays from its first step.
-  static MacParams replay_base() {
-    MacParams m;
-    m.min_context = 0;
-    return m;
-  }
 };
 
 std::string fmt(const char* f, double x) {
@@ -86,18 +79,10 @@ void run_replay(const ReplayArgs& a) {
   for (int K : a.ring_capacities)
     for (int r : a.bands)
       for (double tau : a.taus) {
-        replay::ReplaySettings s;
-        s.mac = a.mac;
+        replay::ReplaySettings s = a.base;
         s.mac.ring_capacity = K;
         s.mac.band = r;
         s.mac.tau = tau;
-        s.kv_dtype = parse_dtype(a.kv_dtype);
-        MACTUNE_REQUIRE(
-            s.kv_dtype == DType::f32 || s.kv_dtype == DType::bf16 || s.kv_dtype == DType::f16,
-            "--kv-dtype ", a.kv_dtype, " is not a KV storage dtype");
-        s.engine = parse_enum<replay::ReplayEngine>(a.engine);
-        s.threads = a.threads;
-        s.baseline = a.baseline;
         require_valid(s.mac);
         settings.push_back(s);
       }
@@ -111,11 +96,13 @@ void run_replay(const ReplayArgs& a) {
   std::printf("trace %s: %zu layer(s), %d query / %d KV heads, head_dim %d, rope_theta %g\n",
               trace.name().c_str(), trace.layers().size(), shape.q_heads, shape.kv_heads,
               shape.head_dim, trace.rope_theta());
-  std::printf("engine %s, kv %s, summary %s, pick %s, rectify %s, min_context %d, accept_eps %g\n",
-              s0.engine_label().c_str(), std::string(dtype_name(s0.kv_dtype)).c_str(),
-              std::string(dtype_name(s0.mac.summary_dtype)).c_str(),
-              std::string(name_of(s0.mac.pick)).c_str(),
-              std::string(name_of(s0.mac.rectify)).c_str(), s0.mac.min_context, s0.mac.accept_eps);
+  // Every MAC setting but the swept ones, from MacParams' table: a new row is printed too.
+  std::string others;
+  for (const Field<MacParams>& f : fields_of<MacParams>())
+    if (f.name != "K" && f.name != "r" && f.name != "tau")
+      others += ", " + std::string(f.name) + " " + f.text_of(s0.mac);
+  std::printf("engine %s, kv %s%s\n", s0.engine_label().c_str(),
+              std::string(dtype_name(s0.kv_dtype)).c_str(), others.c_str());
   print_header();
 
   std::unique_ptr<replay::FidelityRecorder> db;
@@ -160,13 +147,12 @@ void add_replay(CLI::App& app) {
   a->flags.add_list<MacParams>(*cmd, "K", a->ring_capacities, "MAC settings");
   a->flags.add_list<MacParams>(*cmd, "r", a->bands, "MAC settings");
   a->flags.add_list<MacParams>(*cmd, "tau", a->taus, "MAC settings");
-  a->flags.add(*cmd, a->mac, "mac", "MAC settings", {"K", "r", "tau"});
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f32 | bf16 | f16")
-      ->capture_default_str();
-  cmd->add_option("--engine", a->engine, "cpu (the CPU engine, f32) | ref (the fp64 reference)")
-      ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Worker threads (0: all)")->capture_default_str();
-  cmd->add_flag("--baseline", a->baseline,
+  a->flags.add(*cmd, a->base.mac, "mac", "MAC settings", {"K", "r", "tau"});
+  add_enum_option(*cmd, "--kv-dtype", a->base.kv_dtype, "KV cache storage");
+  add_enum_option(*cmd, "--engine", a->base.engine,
+                  "cpu (the CPU engine, f32) | ref (the fp64 reference)");
+  cmd->add_option("--threads", a->base.threads, "Worker threads (0: all)")->capture_default_str();
+  cmd->add_flag("--baseline", a->base.baseline,
                 "Run the engine's plain full attention instead of MAC (checks it against o_ref)");
   cmd->add_option("--rope-theta", a->rope_theta,
                   "RoPE base (default: the trace's __metadata__.rope_theta)");

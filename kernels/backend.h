@@ -31,7 +31,7 @@ inline BackendRequest parse_backend_request(std::string_view text) {
   if (text == "auto") return std::nullopt;
   for (const auto& n : EnumNames<Backend>::names)
     if (n.name == text) return n.value;
-  input_error("expected cpu, cuda or auto, got '", text, "'");
+  input_error("expected ", enum_choices<Backend>(", "), " or auto, got '", text, "'");
 }
 
 }  // namespace mactune

@@ -20,9 +20,10 @@ std::vector<double> default_calibration_taus();
 
 struct CalibrationOptions {
   ReplaySettings base;  // everything but K, r and tau (pick, min_context, dtypes, engine, ...)
-  std::vector<int> ring_capacities{512};
-  std::vector<int> bands{256};
-  std::vector<double> accept_eps{1.0};  // acceptance-gate eps (1: gate off), a knob like tau
+  // The lists to try start as one value each, MacParams' default.
+  std::vector<int> ring_capacities{base.mac.ring_capacity};
+  std::vector<int> bands{base.mac.band};
+  std::vector<double> accept_eps{base.mac.accept_eps};  // acceptance-gate eps (1: gate off)
   std::vector<double> taus = default_calibration_taus();
   std::string metric = "p99";  // ErrorStats::get: mean, p50, p99, max, frac_gt_0.1
   double max_err = 0.01;

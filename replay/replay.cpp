@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "kernels/cpu/session.h"
@@ -24,16 +23,6 @@ MacParams ReplaySettings::replay_defaults() {
   MacParams p;
   p.min_context = 0;
   return p;
-}
-
-std::string ReplaySettings::key() const {
-  std::ostringstream s;
-  s << "K=" << mac.ring_capacity << " r=" << mac.band << " tau=" << mac.tau
-    << " pick=" << name_of(mac.pick) << " min_context=" << mac.min_context
-    << " summary=" << dtype_name(mac.summary_dtype) << " rectify=" << name_of(mac.rectify)
-    << " eps=" << mac.accept_eps << " kv=" << dtype_name(kv_dtype);
-  if (baseline) s << " baseline";
-  return s.str();
 }
 
 std::string ReplaySettings::engine_label() const {

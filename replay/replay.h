@@ -48,8 +48,6 @@ struct ReplaySettings {
 
   // MacParams defaults, except min_context = 0: in a trace every position is a decode step.
   static MacParams replay_defaults();
-  // "K=512 r=256 tau=0.45 pick=nearest min_context=0 summary=f32 rectify=forward eps=1 kv=f32"
-  std::string key() const;
   // "cpu", "ref", or "cpu:full" / "ref:full" for a baseline run (the database's engine column).
   std::string engine_label() const;
 };

@@ -133,45 +133,50 @@ TEST(CostModel, FeaturesEqualTheEnginesAccounting) {
     f.coherence = Coherence::per_group;
     workloads.push_back(f);
   }
-  for (const ForcedHits& w : workloads)
-    for (bool mac : {true, false}) {
-      const std::string what = quota_label(w) + (mac ? " mac" : " full");
-      TunePoint p;
-      p.shape.batch = 3;
-      p.shape.q_heads = 8;
-      p.shape.kv_heads = 2;
-      p.shape.head_dim = 64;
-      p.shape.kv_dtype = DType::bf16;
-      p.context = 2600;
-      p.mac.ring_capacity = 256;
-      p.mac.band = 64;
-      p.mac.min_context = 512;
-      p.forced = w;
-      p.forced.enabled = true;
-      p.cpu.threads = 2;
-      p.cpu.chunk_tokens = 128;
-      p.cpu.block_rows = 16;
-      auto c = backend->make_case(p, mac, 7);
-      c->run();
-      const StepStats engine = c->stats();
-      StepSpec s = step(3, 2600, w.hit_rate, 128, mac);
-      s.forced = w;
-      s.forced.enabled = mac;
-      const StepStats model = step_features(s).stats;
-      EXPECT_EQ(model.kv_tokens_read, engine.kv_tokens_read) << what;
-      EXPECT_EQ(model.kv_bytes_read, engine.kv_bytes_read) << what;
-      EXPECT_EQ(model.ring_bytes_read, engine.ring_bytes_read) << what;
-      EXPECT_EQ(model.bytes_written, engine.bytes_written) << what;
-      EXPECT_EQ(model.hit_heads, engine.hit_heads) << what;
-      EXPECT_EQ(model.groups_mixed, engine.groups_mixed) << what;
-      if (mac && w.quota == ForcedQuota::skip_ratio) {  // reachable here: exact to the token
-        EXPECT_TRUE(skip_unreachable(p).empty()) << skip_unreachable(p);
-        EXPECT_EQ(engine.kv_tokens_total - engine.kv_tokens_read,
-                  forced_skip_round(w.skip_ratio, engine.kv_tokens_total))
-            << what;
-        EXPECT_GT(engine.hit_heads, 0) << what;
+  // group_hits (kernels/stats.h): a group with a miss reads all of its KV, its hits demoted.
+  for (bool group_hits : {false, true})
+    for (const ForcedHits& w : workloads)
+      for (bool mac : {true, false}) {
+        const std::string what =
+            quota_label(w) + (mac ? " mac" : " full") + (group_hits ? " group_hits" : "");
+        TunePoint p;
+        p.shape.batch = 3;
+        p.shape.q_heads = 8;
+        p.shape.kv_heads = 2;
+        p.shape.head_dim = 64;
+        p.shape.kv_dtype = DType::bf16;
+        p.context = 2600;
+        p.mac.ring_capacity = 256;
+        p.mac.band = 64;
+        p.mac.min_context = 512;
+        p.mac.group_hits = group_hits;
+        p.forced = w;
+        p.forced.enabled = true;
+        p.cpu.threads = 2;
+        p.cpu.chunk_tokens = 128;
+        p.cpu.block_rows = 16;
+        auto c = backend->make_case(p, mac, 7);
+        c->run();
+        const StepStats engine = c->stats();
+        StepSpec s = step(3, 2600, w.hit_rate, 128, mac);
+        s.mac.group_hits = group_hits;
+        s.forced = w;
+        s.forced.enabled = mac;
+        const StepStats model = step_features(s).stats;
+        EXPECT_EQ(model.kv_tokens_read, engine.kv_tokens_read) << what;
+        EXPECT_EQ(model.kv_bytes_read, engine.kv_bytes_read) << what;
+        EXPECT_EQ(model.ring_bytes_read, engine.ring_bytes_read) << what;
+        EXPECT_EQ(model.bytes_written, engine.bytes_written) << what;
+        EXPECT_EQ(model.hit_heads, engine.hit_heads) << what;
+        EXPECT_EQ(model.groups_mixed, engine.groups_mixed) << what;
+        if (mac && w.quota == ForcedQuota::skip_ratio) {  // reachable here: exact to the token
+          EXPECT_TRUE(skip_unreachable(p).empty()) << skip_unreachable(p);
+          EXPECT_EQ(engine.kv_tokens_total - engine.kv_tokens_read,
+                    forced_skip_round(w.skip_ratio, engine.kv_tokens_total))
+              << what;
+          EXPECT_GT(engine.hit_heads, 0) << what;
+        }
       }
-    }
 }
 
 TEST(CostModel, PredictedBreakEvenIsTheCrossingOfTheModels) {

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <span>
 
 #include "kernels/error.h"
 #include "kernels/plan_model.h"
+#include "kernels/stats.h"
 
 namespace mactune::tuner {
 
@@ -70,6 +72,14 @@ StepFeatures step_features(const StepSpec& s) {
       hd.p = hd.hit ? m - c.lag : -1;
       hd.start = hd.hit ? cache_end(hd.p, s.mac.band) : 0;
     }
+    // group_hits: the engines' rule (kernels/stats.h), after the match, before the plan.
+    if (s.mac.group_hits)
+      for (int g = 0; g < Hkv; ++g) {
+        const std::span<HeadDecision> group(d.data() + static_cast<std::size_t>(g) * G,
+                                            static_cast<std::size_t>(G));
+        if (!group_keeps_hits(group))
+          for (HeadDecision& hd : group) demote_to_miss(hd);
+      }
     const std::size_t first = groups.size();
     account_request(shape, s.mac, m, d.data(), groups, f.stats, s.mac_enabled);
     for (int g = 0; g < Hkv; ++g) {
