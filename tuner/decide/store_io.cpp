@@ -175,6 +175,9 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
     }
     p.mac_config = config_of(store, *mac, Family::mac);
     p.full_config = config_of(store, *full, Family::full);
+    // Paired by the same params text, so one typed launch: a pair measures both sides with it.
+    MACTUNE_CHECK(p.mac_config.launch == p.full_config.launch, store.path(), ": measurements ",
+                  mac->id, " and ", full->id, " pair with different typed launches");
     p.mac_row = mac->id;
     p.full_row = full->id;
     p.mac = mac->m.stats;
