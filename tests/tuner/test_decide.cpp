@@ -45,10 +45,8 @@ PairRow pair(double hit, const std::string& params, int K, double mac_s, double 
   r.bucket = kBucket;
   r.hit_rate = hit;
   r.variant = "lag=uniform(1,64),coherence=per-head";
-  r.mac_instance = "mac_cpu_avx2_hd128_bf16";
-  r.full_instance = "full_cpu_avx2_hd128_bf16";
-  r.launch = launch(params);
-  r.mac_settings = ring(K);
+  r.mac_config = {"mac_cpu_avx2_hd128_bf16", launch(params), ring(K)};
+  r.full_config = {"full_cpu_avx2_hd128_bf16", launch(params), std::nullopt};
   r.mac = timing(mac_s, spread);
   r.full = timing(full_s, spread);
   return r;

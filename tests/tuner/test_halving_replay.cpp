@@ -108,8 +108,8 @@ void sweep_into(const SweepPlan& plan, SearchStrategy strategy, const std::strin
 }
 
 std::string row_key(const PairRow& r) {
-  return r.bucket.key() + "|" + r.mac_instance + "|" + launch_text(r.launch) + "|" +
-         std::to_string(r.hit_rate);
+  return r.bucket.key() + "|" + r.mac_config.instance + "|" + launch_text(r.mac_config.launch) +
+         "|" + std::to_string(r.hit_rate);
 }
 
 TEST(Replay, EqualsTheLiveHalvingSearchOnADeterministicBackend) {

@@ -134,8 +134,10 @@ void round_trip(Backend backend) {
   const Selection sel{dev, build, "steady_clock", true};
   const LoadedPairs loaded = load_pairs(store, sel);
   ASSERT_EQ(loaded.pairs.size(), 1u);
-  expect_probes(loaded.pairs[0].mac_settings, cat, "database");
-  EXPECT_EQ(loaded.pairs[0].launch, p.launch()) << "database: launch parameters";
+  ASSERT_TRUE(loaded.pairs[0].mac_config.mac) << "database: the MAC side's settings";
+  expect_probes(*loaded.pairs[0].mac_config.mac, cat, "database");
+  EXPECT_EQ(loaded.pairs[0].mac_config.launch, p.launch()) << "database: launch parameters";
+  EXPECT_EQ(loaded.pairs[0].full_config.launch, p.launch()) << "database: the full side's launch";
 
   // 3. Decisions, the emitted table as JSON, a Dispatcher reading it.
   Decided d = decide_and_store(store, sel, {});

@@ -156,9 +156,8 @@ TEST(BreakEvenSearch, ProbesDoNotChangeTheChosenConfig) {
     r.bucket = {{128, 32, 8, DType::bf16, 16}, 4, 16384};
     r.hit_rate = hit;
     r.variant = "lag=uniform(1,64),coherence=per-head";
-    r.mac_instance = "mac";
-    r.full_instance = "full";
-    r.launch = {{"chunk", Scalar{params}}};
+    r.mac_config = {"mac", {{"chunk", Scalar{params}}}, MacParams{}};
+    r.full_config = {"full", {{"chunk", Scalar{params}}}, std::nullopt};
     auto t = [](double ms) {
       TimeStats s;
       s.samples = 10;

@@ -110,8 +110,8 @@ PairRow skip_row(double s, double mac_s, double full_s) {
       "lag=uniform(1,64),coherence=per-group,quota=skip-ratio,skip_ratio=" + format_number(s);
   r.skip_ratio = s;
   r.measured_skip = s - 1e-6;
-  r.mac_instance = "mac_cpu_avx512_hd128_bf16";
-  r.full_instance = "full_cpu_avx512_hd128_bf16";
+  r.mac_config = {"mac_cpu_avx512_hd128_bf16", {}, MacParams{}};
+  r.full_config = {"full_cpu_avx512_hd128_bf16", {}, std::nullopt};
   r.mac = timing(mac_s);
   r.full = timing(full_s);
   return r;

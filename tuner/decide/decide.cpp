@@ -15,6 +15,14 @@ std::string Config::id() const {
   return instance + "|" + launch_text(launch) + "|" + (mac ? fields_text(*mac) : "");
 }
 
+Config config_of(const TunePoint& p, const std::string& instance, Family family) {
+  MACTUNE_CHECK(family == Family::mac || family == Family::full, "config_of: a ", name_of(family),
+                " side is no side of a grid point");
+  Config c{instance, p.launch(), std::nullopt};
+  if (family == Family::mac) c.mac = p.mac;
+  return c;
+}
+
 Verdict interval_verdict(const TimeStats& a, const TimeStats& b) {
   if (a.q3_s < b.q1_s) return Verdict::faster;
   if (a.q1_s > b.q3_s) return Verdict::slower;
@@ -177,7 +185,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     for (const PairRow* r : list) {
       if (r->full_partial) continue;
       Choice c;
-      c.config = {r->full_instance, r->launch, std::nullopt};
+      c.config = r->full_config;
       Agg& a = full[c.config.id()];
       a.c = c;
       a.med.push_back(r->full.median_s);
@@ -213,7 +221,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     std::set<std::string> configs;
     for (const PairRow* r : list) {
       if (r->mac_partial) continue;  // a config a halving search dropped does not count
-      const std::string id = Config{r->mac_instance, r->launch, r->mac_settings}.id();
+      const std::string id = r->mac_config.id();
       configs_at[{r->hit_rate, r->variant}].insert(id);
       configs.insert(id);
     }
@@ -238,7 +246,7 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     for (const PairRow* r : list) {
       if (r->mac_partial || !scored(r)) continue;
       Choice c;
-      c.config = {r->mac_instance, r->launch, r->mac_settings};
+      c.config = r->mac_config;
       Logs& l = mac[c.config.id()];
       l.c = c;
       const TimeStats& best = *best_at[{r->hit_rate, r->variant}];
@@ -263,13 +271,12 @@ std::vector<BucketDecision> decide(const std::vector<PairRow>& rows, const Decid
     // build, which measured only the MAC config's own pair) falls back to that pair's baseline.
     std::map<std::pair<double, std::string>, const TimeStats*> chosen_full_at;
     for (const PairRow* r : list)
-      if (!r->full_partial && Config{r->full_instance, r->launch, std::nullopt} == d.full.config)
+      if (!r->full_partial && r->full_config == d.full.config)
         chosen_full_at.try_emplace({r->hit_rate, r->variant}, &r->full);
     std::map<std::string, std::map<double, CurvePoint>> curves;
     std::map<double, SkipPoint> skips;
     for (const PairRow* r : list) {
-      const Config here{r->mac_instance, r->launch, r->mac_settings};
-      if (r->mac_partial || here != d.mac.config) continue;
+      if (r->mac_partial || r->mac_config != d.mac.config) continue;
       const auto at = chosen_full_at.find({r->hit_rate, r->variant});
       const TimeStats& base = at != chosen_full_at.end() ? *at->second : r->full;
       if (r->skip_ratio) {

@@ -19,34 +19,13 @@
 #include <vector>
 
 #include "db/break_even_status.h"
+#include "kernels/instance.h"
 #include "kernels/problem.h"
 #include "kernels/time_stats.h"
 #include "tuner/spec/grid.h"
 #include "tuner/spec/stats.h"
 
 namespace mactune::tuner {
-
-// One measured point: a MAC candidate and the full baseline measured interleaved with it.
-struct PairRow {
-  Bucket bucket;
-  double hit_rate = 0;
-  std::string variant;  // the rest of the workload: "lag=uniform(1,64),coherence=per-head"
-  // A skip-ratio workload (kernels/forced.h ForcedQuota::skip_ratio): its target, and the
-  // ratio the MAC side's step measured (its row's KV token counts). Such rows are no hit-rate
-  // condition: they make the bucket's skip curve, not its break-even hit rate.
-  std::optional<double> skip_ratio, measured_skip;
-  std::string mac_instance, full_instance;
-  Launch launch;  // launch parameters, shared by both sides
-  MacParams mac_settings;
-  TimeStats mac, full;  // seconds per step
-  // A side a search dropped after brief samples (db Measurement::partial): kept in the
-  // database, skipped by the decisions (a partial MAC side is no candidate and no curve point;
-  // a partial full side is no full candidate).
-  bool mac_partial = false, full_partial = false;
-  // The database rows of the two sides (db::Id; 0 for pairs not read from a database): what a
-  // stored decision references for the config it chose.
-  std::int64_t mac_row = 0, full_row = 0;
-};
 
 // A configuration of one side: its instance, launch parameters and (MAC) settings, typed.
 struct Config {
@@ -57,6 +36,35 @@ struct Config {
   // instance|launch text|MAC settings text: the identity decisions compare configs by.
   std::string id() const;
   bool operator==(const Config&) const = default;
+};
+
+// The Config of one side of a grid point: the instance that runs it, the point's launch and
+// (Family::mac) its MAC settings. The one place a point's settings become a Config: the
+// search ranks and the decisions choose by what this returns. (Here and not beside TunePoint:
+// Config is the decisions' type, and tuner/spec/ includes nothing above it.)
+Config config_of(const TunePoint& p, const std::string& instance, Family family);
+
+// One measured point: a MAC candidate and the full baseline measured interleaved with it.
+struct PairRow {
+  Bucket bucket;
+  double hit_rate = 0;
+  std::string variant;  // the rest of the workload: "lag=uniform(1,64),coherence=per-head"
+  // A skip-ratio workload (kernels/forced.h ForcedQuota::skip_ratio): its target, and the
+  // ratio the MAC side's step measured (its row's KV token counts). Such rows are no hit-rate
+  // condition: they make the bucket's skip curve, not its break-even hit rate.
+  std::optional<double> skip_ratio, measured_skip;
+  // What each side ran, as the decisions compare and choose it: both with the point's launch,
+  // the MAC side with its settings, the full side with none. Named `_config` (as
+  // Choice::config) beside the times, which keep the short names every decision reads.
+  Config mac_config, full_config;
+  TimeStats mac, full;  // seconds per step
+  // A side a search dropped after brief samples (db Measurement::partial): kept in the
+  // database, skipped by the decisions (a partial MAC side is no candidate and no curve point;
+  // a partial full side is no full candidate).
+  bool mac_partial = false, full_partial = false;
+  // The database rows of the two sides (db::Id; 0 for pairs not read from a database): what a
+  // stored decision references for the config it chose.
+  std::int64_t mac_row = 0, full_row = 0;
 };
 
 // A configuration chosen for a bucket, with the candidates it was preferred over.

@@ -64,6 +64,20 @@ std::string config_text(const Config& c) {
 
 namespace {
 
+// The Config of a stored measurement: its instance, its typed launch and (Family::mac) its
+// workload's MAC settings. The one place a stored row becomes a Config: the pairs' sides and
+// the incumbents are built by it, so an incumbent compares equal to the pair it came from.
+// A launch stored only as text (a params text this build's engine tables do not read) has no
+// Config: InputError, naming the row.
+Config config_of(const db::Store& store, const db::MeasurementRow& r, Family family) {
+  if (r.launch.empty())
+    input_error(store.path(), ": measurement ", r.id, ": its launch params '", r.m.point.params,
+                "' are not stored typed (a text this build's engine tables do not read)");
+  Config c{r.instance.name, r.launch, std::nullopt};
+  if (family == Family::mac) c.mac = r.workload.mac;
+  return c;
+}
+
 // 1 - KV tokens read / total of the row's step (db Measurement::kv_tokens_read), if counted.
 std::optional<double> measured_skip_ratio(const db::Measurement& m) {
   if (!m.kv_tokens_read || !m.kv_tokens_total || *m.kv_tokens_total <= 0) return std::nullopt;
@@ -159,16 +173,13 @@ LoadedPairs load_pairs(const db::Store& store, const Selection& sel) {
       p.skip_ratio = mac->workload.forced.skip_ratio;
       p.measured_skip = measured_skip_ratio(mac->m);
     }
-    p.mac_instance = mac->instance.name;
-    p.full_instance = full->instance.name;
-    if (mac->launch.empty())
-      input_error(store.path(), ": measurement ", mac->id, ": its launch params '",
-                  mac->m.point.params,
-                  "' are not stored typed (a text this build's engine tables do not read)");
-    p.launch = mac->launch;
+    p.mac_config = config_of(store, *mac, Family::mac);
+    p.full_config = config_of(store, *full, Family::full);
+    // Paired by the same params text, so one typed launch: a pair measures both sides with it.
+    MACTUNE_CHECK(p.mac_config.launch == p.full_config.launch, store.path(), ": measurements ",
+                  mac->id, " and ", full->id, " pair with different typed launches");
     p.mac_row = mac->id;
     p.full_row = full->id;
-    p.mac_settings = mac->workload.mac;
     p.mac = mac->m.stats;
     p.full = full->m.stats;
     p.mac_partial = mac->m.partial;
@@ -190,12 +201,8 @@ std::map<std::string, Config> load_incumbents(const db::Store& store, const Sele
     f.ok_only = false;
     const auto rows = store.measurements(f);
     if (rows.empty() || rows.front().launch.empty()) continue;
-    const db::MeasurementRow& r = rows.front();
-    Config c;
-    c.instance = r.instance.name;
-    c.launch = r.launch;
-    if (b.family == Family::mac) c.mac = r.workload.mac;
-    inc[b.bucket.key() + "/" + std::string(name_of(b.family))] = std::move(c);
+    inc[b.bucket.key() + "/" + std::string(name_of(b.family))] =
+        config_of(store, rows.front(), b.family);
   }
   return inc;
 }
@@ -206,9 +213,8 @@ void store_decisions(db::Store& store, const Selection& sel, const LoadedPairs& 
   // the earliest.
   std::map<std::string, db::Id> row_of;
   for (const PairRow& p : loaded.pairs) {
-    const Config mac{p.mac_instance, p.launch, p.mac_settings};
-    const Config full{p.full_instance, p.launch, std::nullopt};
-    for (const auto& [c, row] : {std::pair(mac, p.mac_row), std::pair(full, p.full_row)}) {
+    for (const auto& [c, row] :
+         {std::pair(p.mac_config, p.mac_row), std::pair(p.full_config, p.full_row)}) {
       if (row == 0) continue;
       auto [it, fresh] = row_of.try_emplace(p.bucket.key() + "|" + c.id(), row);
       if (!fresh) it->second = std::min(it->second, row);

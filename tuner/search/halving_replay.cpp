@@ -235,7 +235,7 @@ HalvingReplayResult replay_halving(const SweepPlan& plan, const std::string& db_
       r.full_partial = !full.final;
       rb.partial_rows += r.mac_partial + r.full_partial;
       hv.push_back(r);
-      configs.insert(Config{pts[i].mac_instance, pts[i].point->launch(), pts[i].point->mac}.id());
+      configs.insert(r.mac_config.id());
     }
     rb.configs = configs.size();
     const std::vector<BucketDecision> dh = decide(hv, opt), de = decide(ex, opt);

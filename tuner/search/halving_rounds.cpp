@@ -101,11 +101,10 @@ class Rounds {
 
  private:
   std::string mac_id(std::size_t i) const {
-    const TunePoint& p = *points_[i].point;
-    return Config{points_[i].mac_instance, p.launch(), p.mac}.id();
+    return config_of(*points_[i].point, points_[i].mac_instance, Family::mac).id();
   }
   std::string full_id(std::size_t i) const {
-    return Config{points_[i].full_instance, points_[i].point->launch(), std::nullopt}.id();
+    return config_of(*points_[i].point, points_[i].full_instance, Family::full).id();
   }
 
   // Keeps the better half of `alive` by decide()'s scores; whether the side is settled.
@@ -208,10 +207,8 @@ PairRow halving_pair_row(const HalvingPoint& p, const TimeStats& mac, const Time
   r.hit_rate = t.forced.hit_rate;
   r.variant = group_key(t);
   if (t.forced.quota == ForcedQuota::skip_ratio) r.skip_ratio = t.forced.skip_ratio;
-  r.mac_instance = p.mac_instance;
-  r.full_instance = p.full_instance;
-  r.launch = t.launch();
-  r.mac_settings = t.mac;
+  r.mac_config = config_of(t, p.mac_instance, Family::mac);
+  r.full_config = config_of(t, p.full_instance, Family::full);
   r.mac = mac;
   r.full = full;
   return r;
