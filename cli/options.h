@@ -35,8 +35,8 @@ CLI::Validator finite_number();
 // (std::to_string of the largest double: 300 digits).
 CLI::Validator number_in(double lo, double hi = std::numeric_limits<double>::infinity());
 
-namespace detail {
-// `flag NAME`, the name parsed through E's name table and handed to `set`.
+// `flag NAME`, the name parsed through E's name table and handed to `set` (add_enum_option's
+// body; not in a `detail` namespace, which would hide mactune::detail from cli/ code).
 template <NamedEnum E, class Set>
 CLI::Option* add_enum_flag(CLI::App& cmd, const std::string& flag, Set set,
                            const std::string& help) {
@@ -56,7 +56,6 @@ CLI::Option* add_enum_flag(CLI::App& cmd, const std::string& flag, Set set,
           help)
       ->type_name("{" + choices + "}");
 }
-}  // namespace detail
 
 // `flag NAME` read into `target` through its enum's name table (kernels/enum_names.h): one
 // InputError line "--backend: unknown backend 'tpu' (expected cpu or cuda)" otherwise. The
@@ -64,14 +63,14 @@ CLI::Option* add_enum_flag(CLI::App& cmd, const std::string& flag, Set set,
 template <NamedEnum E>
 CLI::Option* add_enum_option(CLI::App& cmd, const std::string& flag, E& target,
                              const std::string& help) {
-  return detail::add_enum_flag<E>(
+  return add_enum_flag<E>(
              cmd, flag, [&target](E v) { target = v; }, help)
       ->default_str(std::string(name_of(target)));
 }
 template <NamedEnum E>
 CLI::Option* add_enum_option(CLI::App& cmd, const std::string& flag, std::optional<E>& target,
                              const std::string& help) {
-  return detail::add_enum_flag<E>(
+  return add_enum_flag<E>(
       cmd, flag, [&target](E v) { target = v; }, help);
 }
 
