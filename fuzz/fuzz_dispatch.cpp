@@ -34,7 +34,7 @@ const Catalog& fuzz_catalog() {
 
 DeviceFingerprint fuzz_device() {
   DeviceFingerprint d;
-  d.backend = "cpu";
+  d.backend = Backend::cpu;
   d.name = "Fuzz CPU";
   d.compute_units = 2;
   d.memory_mib = 1024;

@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const InputError& e) {
     check_message(e);
   }
-  for (const char* backend : {"cpu", "cuda"}) {
+  for (const Backend backend : {Backend::cpu, Backend::cuda}) {
     Spec spec;
     try {
       spec = parse_spec(text, "fuzz.yaml", backend);
