@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
               o.rope_theta = trace.rope_theta();
               o.max_context = L.steps;
               cpu::SessionOptions p = o;
-              p.engine.match = "pruned";
+              p.engine.match_mode = MatchMode::pruned;
               cpu::Session a(o), b(p);
               const int id = a.add_request();
               b.add_request();

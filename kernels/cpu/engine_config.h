@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/kernel_api.h"
 #include "kernels/fields.h"
+#include "kernels/match_mode.h"
 
 namespace mactune::cpu {
 
@@ -21,7 +22,7 @@ struct EngineConfig {
   // How the match reads the ring: `scan` computes every candidate's d2; `pruned` (prune.h)
   // first bounds each from a 4-bit copy and reads in full only the rows the bound cannot
   // rule out. The same decisions either way (pick `normalized` always scans).
-  std::string match = "scan";
+  MatchMode match_mode = MatchMode::scan;
   bool operator==(const EngineConfig&) const = default;
 };
 
@@ -41,9 +42,8 @@ struct mactune::FieldTable<mactune::cpu::EngineConfig> {
             .range(1),
         field<&E::block_rows>("block_rows", "block_rows", "KV rows per inner block")
             .range(1, cpu::kMaxBlockRows),
-        field<&E::match>("match_mode", "match_mode",
-                         "scan (every ring row) or pruned (rows a bound cannot rule out)")
-            .only({"scan", "pruned"}),
+        field<&E::match_mode>("match_mode", "match_mode",
+                              "scan (every ring row) or pruned (rows a bound cannot rule out)"),
     };
     return t;
   }

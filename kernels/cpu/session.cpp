@@ -101,7 +101,7 @@ void Session::Impl::configure_engine() {
   }
   const auto T = static_cast<std::size_t>(pool->size());
   d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));
-  pruned = opt.engine.match == "pruned";
+  pruned = opt.engine.match_mode == MatchMode::pruned;
   candidates.resize(T);
   pick_slot.resize(T);
   rows_read.assign(T, 0);

@@ -52,7 +52,7 @@ struct Session::Impl {
   RopeAngles rope;                   // [D/2] angles of the request being rotated
   std::vector<int> starts;           // [n, Hq] first position each head attends
   std::vector<float> d2;             // [threads, K] match scratch (pruned: the bound's dots)
-  bool pruned = false;               // opt.engine.match == "pruned"
+  bool pruned = false;               // opt.engine.match_mode == MatchMode::pruned
   struct Candidate {                 // a row the pruned match's bound did not rule out
     int slot, p;
     double lb;  // lower bound on its d2 (prune::lower_bound)

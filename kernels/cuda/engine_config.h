@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/fields.h"
+#include "kernels/match_mode.h"
 
 namespace mactune::cuda {
 
@@ -26,7 +27,7 @@ struct EngineConfig {
   // or `pruned` (detail/match_pruned.cuh: a 4-bit sketch of each entry, kept current after
   // every ring write, bounds each candidate; rows are read in full only where the bound cannot
   // rule them out). The same decisions either way; pick `normalized` always scans.
-  std::string match_mode = "scan";
+  MatchMode match_mode = MatchMode::scan;
   // Harness switches, not tuning knobs (so not in the field table): events between the step's
   // kernels (last_phase_ms()), NaN-poisoned outputs and partials (tests), an identity page
   // table instead of the fixed permutation of pages over the pool (the GPU check's page
@@ -61,8 +62,7 @@ struct mactune::FieldTable<mactune::cuda::EngineConfig> {
             .range(0, 1 << 20),
         field<&E::graph>("graph", "graph", "run each step as a CUDA graph"),
         field<&E::match_mode>("match_mode", "match_mode",
-                              "scan (every ring row) or pruned (rows a bound cannot rule out)")
-            .only({"scan", "pruned"}),
+                              "scan (every ring row) or pruned (rows a bound cannot rule out)"),
     };
     return t;
   }

@@ -183,7 +183,8 @@ void Session::Impl::configure(const EngineConfig& e) {
   }
   // The pruned match reads the ring's sketch; `normalized` compares unit vectors, which the
   // sketch does not bound, so it scans.
-  const bool new_pruned = mac() && e.match_mode == "pruned" && opt.mac.pick != PickRule::normalized;
+  const bool new_pruned =
+      mac() && e.match_mode == MatchMode::pruned && opt.mac.pick != PickRule::normalized;
   if (new_pruned && opt.mac.ring_capacity > kPrunedMaxCapacity)
     input_error("engine match_mode = pruned holds rings of at most ", kPrunedMaxCapacity,
                 " entries; ring_capacity is ", opt.mac.ring_capacity);

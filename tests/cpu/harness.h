@@ -151,7 +151,7 @@ inline RunSummary run_against_reference(const SessionOptions& opt, const RunPlan
       EXPECT_EQ(a.start, b.start) << "head row " << i;
       EXPECT_EQ(a.gate_rejected, b.gate_rejected) << "head row " << i;
       // The pruned match reports the scan's d2 only on a nearest hit (session_step.cpp).
-      const bool d2_exact = opt.engine.match != "pruned" ||
+      const bool d2_exact = opt.engine.match_mode != MatchMode::pruned ||
                             (b.hit && opt.mac.pick == PickRule::nearest && !opt.forced.enabled);
       if (!d2_exact) {
       } else if (std::isfinite(b.d2)) {

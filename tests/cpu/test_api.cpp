@@ -248,10 +248,10 @@ TEST(CpuSessionApi, AdvanceFalseRepeatsTheSameStep) {
 // of m - K, a candidate until then), it steps exactly as a fresh session does, output and
 // decisions, with lags up to K and with either match.
 TEST(CpuSessionApi, ASteppedSessionGivenNewForcedHitsStepsAsAFreshOne) {
-  for (const char* match : {"scan", "pruned"}) {
-    SCOPED_TRACE(match);
+  for (const MatchMode match : {MatchMode::scan, MatchMode::pruned}) {
+    SCOPED_TRACE(name_of(match));
     SessionOptions at_a = base();
-    at_a.engine.match = match;
+    at_a.engine.match_mode = match;
     at_a.forced.enabled = true;
     at_a.forced.hit_rate = 0.25;
     at_a.forced.lag = {LagKind::uniform, 1, 16};  // up to K = 16

@@ -1,4 +1,4 @@
-// The pruned match (kernels/cpu/prune.h, engine.match = pruned) against the exhaustive scan.
+// The pruned match (kernels/cpu/prune.h, engine match_mode = pruned) against the exhaustive scan.
 // 1. The bound, per kernel instance (every ISA path this CPU runs and the 16-lane test
 //    instance), dtype and head_dim, on adversarial rows (near-duplicates, outlier channels,
 //    magnitudes from 2^-60 to 2^60, zeros, subnormals, infinities): never above the d2 the
@@ -204,8 +204,8 @@ SideBySide run_side_by_side(SessionOptions opt, int steps, std::uint64_t seed) {
   const Problem& p = opt.shape;
   const int Hq = p.q_heads, Hkv = p.kv_heads, D = p.head_dim;
   SessionOptions po = opt;
-  opt.engine.match = "scan";
-  po.engine.match = "pruned";
+  opt.engine.match_mode = MatchMode::scan;
+  po.engine.match_mode = MatchMode::pruned;
   Session scan(opt), pruned(po);
   const int n = p.batch;
   std::vector<Adversary> adv;
@@ -334,7 +334,7 @@ TEST_P(PrunedReference, MatchesTheReference) {
   o.engine.chunk_tokens = 8;
   o.engine.threads = 2;
   o.engine.isa = isa_name(isa);
-  o.engine.match = "pruned";
+  o.engine.match_mode = MatchMode::pruned;
   o.max_context = 256;
   RunPlan plan;
   plan.steps = 72;

@@ -151,7 +151,7 @@ inline Outcome run_against_reference(const Case& c) {
   // A miss's d2 is a lower bound (>= the threshold), not the exhaustive minimum, when the match
   // skips rows: the probe instances, and the pruned match.
   const bool probe =
-      c.engine.match.find("_p1_") != std::string::npos || c.engine.match_mode == "pruned";
+      c.engine.match.find("_p1_") != std::string::npos || c.engine.match_mode == MatchMode::pruned;
   Outcome out;
   for (int t = 0; t < c.steps; ++t) {
     // Request r takes part in a step unless t % (r + 2) == 1: lengths drift apart.

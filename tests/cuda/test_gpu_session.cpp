@@ -211,7 +211,7 @@ TEST(SessionCuda, PrunedMatchGivesTheScansAnswer) {
   MACTUNE_REQUIRE_GPU();
   SessionOptions scan = options(true);
   SessionOptions pruned = scan;
-  pruned.engine.match_mode = "pruned";
+  pruned.engine.match_mode = MatchMode::pruned;
   Session a(scan), b(pruned);
   const std::vector<int> ids = add_prefilled(a);
   ASSERT_EQ(add_prefilled(b), ids);

@@ -1,4 +1,4 @@
-// The pruned match (engine.match = pruned, kernels/cpu/prune.h) on the shipped real decode
+// The pruned match (engine match_mode = pruned, kernels/cpu/prune.h) on the shipped real decode
 // traces (data/traces): step by step, the same decisions (hit, position, start), nearest-hit
 // d2 and output bits as the exhaustive scan, at tau 0.45 / 0.6 / 0.75, both pick rules, f32 and
 // bf16 KV; and fewer ring rows read in full.
@@ -35,7 +35,7 @@ Counts scan_vs_pruned(const TraceLayer& L, double theta, DType dt, PickRule pick
   o.max_context = L.steps;
   o.engine.threads = 2;
   cpu::SessionOptions p = o;
-  p.engine.match = "pruned";
+  p.engine.match_mode = MatchMode::pruned;
   cpu::Session a(o), b(p);
   const int id = a.add_request();
   EXPECT_EQ(b.add_request(), id);

@@ -174,10 +174,11 @@ inline SynthOutcome run_synthetic(const SynthCase& c) {
                       << " p " << b.p << " start " << b.start << " d2 " << b.d2;
         return res;
       }
-      const bool probe_miss =
-          (c.engine.match.find("_p1_") != std::string::npos || c.engine.match_mode == "pruned" ||
-           (t >= c.switch_at && c.switch_at >= 0 && c.switch_engine.match_mode == "pruned")) &&
-          !b.hit;
+      const bool probe_miss = (c.engine.match.find("_p1_") != std::string::npos ||
+                               c.engine.match_mode == MatchMode::pruned ||
+                               (t >= c.switch_at && c.switch_at >= 0 &&
+                                c.switch_engine.match_mode == MatchMode::pruned)) &&
+                              !b.hit;
       if (b.eligible && std::isfinite(b.d2) && !probe_miss && !c.forced.enabled) {
         EXPECT_NEAR(a.d2, b.d2, 1e-4 * std::max(1.0f, std::abs(b.d2)) + 1e-3)
             << c.name << " head " << h;

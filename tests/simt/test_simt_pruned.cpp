@@ -128,14 +128,14 @@ void expect_calibrated(const cuda::testing::Case& c, const cuda::testing::Outcom
 
 TEST(SimtPruned, HarnessGqa4Page1NearestGraph) {
   cuda::testing::Case c = harness_case("pruned_gqa4_p1_nearest_graph", 4, 1, PickRule::nearest);
-  c.engine.match_mode = "pruned";
+  c.engine.match_mode = MatchMode::pruned;
   c.engine.graph = true;
   expect_calibrated(c, cuda::testing::run_against_reference(c));
 }
 
 TEST(SimtPruned, HarnessGqa8Page7Newest) {
   cuda::testing::Case c = harness_case("pruned_gqa8_p7_newest", 8, 7, PickRule::newest);
-  c.engine.match_mode = "pruned";
+  c.engine.match_mode = MatchMode::pruned;
   expect_calibrated(c, cuda::testing::run_against_reference(c));
 }
 
@@ -143,7 +143,7 @@ TEST(SimtPruned, HarnessGqa8Page7Newest) {
 SynthCase pruned_case(const std::string& name) {
   SynthCase c;
   c.name = name;
-  c.engine.match_mode = "pruned";
+  c.engine.match_mode = MatchMode::pruned;
   return c;
 }
 
@@ -214,7 +214,7 @@ TEST(SimtPruned, Hit0ReadsAFractionOfTheScansBytes) {
   const SynthOutcome pruned = run_synthetic(c);
   expect_clean(c, pruned);
   c.name = "scan_b4_gqa4_k512_hit0";
-  c.engine.match_mode = "scan";
+  c.engine.match_mode = MatchMode::scan;
   c.engine.match = "match_cuda_hd128_p0_bf16";  // the full scan (no probe)
   const SynthOutcome scan = run_synthetic(c);
   expect_clean(c, scan);
@@ -231,7 +231,7 @@ TEST(SimtPruned, Hit0ReadsAFractionOfTheScansBytes) {
 // scan left it (prefill and the session's own entries), then kept by the steps.
 TEST(SimtPruned, SwitchFromTheScanMidRun) {
   SynthCase c = pruned_case("pruned_switch_b4_gqa4_k512");
-  c.engine.match_mode = "scan";
+  c.engine.match_mode = MatchMode::scan;
   c.batch = 4;
   c.group = 4;
   c.ring = 512;
@@ -239,7 +239,7 @@ TEST(SimtPruned, SwitchFromTheScanMidRun) {
   c.natural_hits = 0.5;
   c.steps = 4;
   c.switch_at = 2;
-  c.switch_engine.match_mode = "pruned";
+  c.switch_engine.match_mode = MatchMode::pruned;
   const SynthOutcome o = run_synthetic(c);
   expect_clean(c, o);
   EXPECT_GT(o.hits, 0);
