@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/backend.h"
 #include "kernels/enum_names.h"
 
 namespace mactune {
@@ -22,5 +23,10 @@ struct EnumNames<Timer> {
                                               {Timer::cuda_events, "cuda_events"},
                                               {Timer::cupti, "cupti"}};
 };
+
+// The backend whose samples a timer can time.
+constexpr Backend backend_of(Timer t) {
+  return t == Timer::steady_clock ? Backend::cpu : Backend::cuda;
+}
 
 }  // namespace mactune

@@ -244,8 +244,14 @@ void read_fields(const Reader& rd, S& s, const YAML::Node& n, const std::string&
     read_field(rd, *find_field<S>(e.key), s, e.value, where + "." + e.key);
 }
 
-void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n) {
+void read_measure(const Reader& rd, MeasurePolicy& m, const YAML::Node& n, Backend backend) {
   read_fields(rd, m, n, "measure");
+  if (m.timer && backend_of(*m.timer) != backend)
+    rd.fail(n.IsMap() && n["timer"] ? n["timer"] : n, "measure.timer", name_of(*m.timer),
+            " times the ", name_of(backend_of(*m.timer)), " backend, and this spec runs on ",
+            name_of(backend),
+            backend == Backend::cpu ? " (its timer: steady_clock)"
+                                    : " (its timers: cuda_events, cupti)");
   if (m.stop.max_samples < m.stop.min_samples)
     rd.fail(n, "measure", "max_samples = ", m.stop.max_samples,
             " is below min_samples = ", m.stop.min_samples);
@@ -420,7 +426,7 @@ static Spec parse_spec_checked(std::string_view text, const std::string& file, B
       constraints_node = e.value;
       constraints = &constraints_node;
     } else if (e.key == "measure") {
-      read_measure(rd, spec.measure, e.value);
+      read_measure(rd, spec.measure, e.value, backend);
     } else if (e.key == "search") {
       read_search(rd, spec.search, e.value);
     } else if (e.key == "decide") {
