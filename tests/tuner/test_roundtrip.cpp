@@ -7,8 +7,12 @@
 // decide) are walked the same way, from their own tables (tuner/spec/spec.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "dispatcher/dispatch.h"
 #include "dispatcher/session.h"
@@ -184,6 +188,30 @@ TEST(ConfigRoundTrip, UnknownParamsAreRefused) {
   EXPECT_THROW(dispatch::session_options(c, cat, SessionOptions<cuda::EngineConfig>{}), InputError);
   c.full.params = {{"thread", std::int64_t{2}}};
   EXPECT_THROW(dispatch::session_options(c, cat, cpu::SessionOptions{}), InputError);
+}
+
+// Every spelling (name and aliases) of every row of S.
+template <Described S>
+std::vector<std::string> spellings() {
+  std::vector<std::string> out;
+  for (const Field<S>& f : fields_of<S>()) {
+    out.emplace_back(f.name);
+    for (std::string_view a : f.aliases) out.emplace_back(a);
+  }
+  return out;
+}
+
+// A dispatch table's params hold the MAC settings and the engine's launch parameters in one
+// map, and session_options() sends a key to the MAC settings whenever MacParams knows it: an
+// engine row spelt like a MAC row (or like one's alias) would never reach the engine. No
+// spelling may be in both tables, for either engine.
+TEST(ConfigRoundTrip, MacAndEngineRowsNeverShareASpelling) {
+  const std::vector<std::string> mac = spellings<MacParams>();
+  for (const auto& [engine, names] : {std::pair{"cpu", spellings<cpu::EngineConfig>()},
+                                      std::pair{"cuda", spellings<cuda::EngineConfig>()}})
+    for (const std::string& n : names)
+      EXPECT_EQ(std::find(mac.begin(), mac.end(), n), mac.end())
+          << engine << " EngineConfig row '" << n << "' is also a MacParams spelling";
 }
 
 // ---- The spec's policy sections (measure, search, decide): their tables' rows, walked.
