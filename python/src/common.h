@@ -206,6 +206,9 @@ class Fields {
       row["help"] = std::string(f.help);
       row["default"] = nb::cast(f.default_value());
       row["python"] = std::find(skip.begin(), skip.end(), f.name) == skip.end();
+      nb::list aliases;  // earlier spellings, still read (flags of mactune.macflags too)
+      for (std::string_view a : f.aliases) aliases.append(std::string(a));
+      row["aliases"] = nb::tuple(aliases);
       if (f.type == FieldType::integer || f.type == FieldType::real) {
         row["lo"] = f.bounds.lo;
         row["hi"] = f.bounds.hi;
