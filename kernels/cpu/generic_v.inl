@@ -92,10 +92,17 @@ struct GenericV {
   static void reduce8(const reg* acc, float* out) {
     for (int i = 0; i < 8; ++i) out[i] = hsum(acc[i]);
   }
-  // The L bytes at p as two registers: lo[i] = p[i] & 15, hi[i] = p[i] >> 4 (4-bit codes).
-  static void load_nib(const std::uint8_t* p, reg& lo, reg& hi) {
-    lo = from_lanes([&](int i) { return static_cast<float>(p[i] & 15); });
-    hi = from_lanes([&](int i) { return static_cast<float>(p[i] >> 4); });
+  // dot[s] = sum_j q[j] (p[j] & 15) + q[j + H] (p[j] >> 4) over slot s's H code bytes p: exact
+  // integer sums (kernel_api.h SketchArgs).
+  template <int H>
+  static void code_dots(const std::int8_t* q, const std::uint8_t* codes, int slots,
+                        std::int32_t* dot) {
+    for (int s = 0; s < slots; ++s) {
+      const std::uint8_t* p = codes + static_cast<std::size_t>(s) * H;
+      std::int32_t acc = 0;
+      for (int j = 0; j < H; ++j) acc += q[j] * (p[j] & 15) + q[j + H] * (p[j] >> 4);
+      dot[s] = acc;
+    }
   }
 
   // 2^x for x <= 0 (scores minus their running max): n = round(x), 2^(x - n) by a degree-7

@@ -25,6 +25,8 @@
 namespace mactune::cpu::avx2 {
 namespace {
 
+#include "kernels/cpu/code_dots_x86.inl"
+
 struct V {
   using reg = __m256;
   static constexpr int L = 8;
@@ -84,11 +86,11 @@ struct V {
     return _mm256_and_ps(live, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
   }
 
-  // The L bytes at p as two registers: lo[i] = p[i] & 15, hi[i] = p[i] >> 4 (4-bit codes).
-  static void load_nib(const std::uint8_t* p, reg& lo, reg& hi) {
-    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    lo = _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
-    hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  // The pruned match's integer dot products (code_dots_x86.inl).
+  template <int H>
+  static void code_dots(const std::int8_t* q, const std::uint8_t* codes, int slots,
+                        std::int32_t* dot) {
+    code_dots_256<H>(q, codes, slots, dot);
   }
 
   template <class T>

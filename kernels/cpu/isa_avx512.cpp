@@ -29,6 +29,8 @@
 namespace mactune::cpu::avx512 {
 namespace {
 
+#include "kernels/cpu/code_dots_x86.inl"
+
 struct V {
   using reg = __m512;
   static constexpr int L = 16;
@@ -78,11 +80,11 @@ struct V {
     return _mm512_maskz_mov_ps(live, _mm512_scalef_ps(p, n));
   }
 
-  // The L bytes at p as two registers: lo[i] = p[i] & 15, hi[i] = p[i] >> 4 (4-bit codes).
-  static void load_nib(const std::uint8_t* p, reg& lo, reg& hi) {
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    lo = _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
-    hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+  // The pruned match's integer dot products (code_dots_x86.inl).
+  template <int H>
+  static void code_dots(const std::int8_t* q, const std::uint8_t* codes, int slots,
+                        std::int32_t* dot) {
+    code_dots_256<H>(q, codes, slots, dot);
   }
 
   template <class T>

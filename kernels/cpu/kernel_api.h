@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/prune.h"
 #include "kernels/dtype.h"
 
 namespace mactune::cpu {
@@ -59,15 +60,28 @@ struct DistArgs {
   float* d2 = nullptr;  // [slots]
 };
 
-// The pruned match's two passes (prune.h has the bound and its proof).
-// dot[s] = sum_i q_i * n_{s,i} in fp32 for every slot s in [0, slots): n are the slot's 4-bit
-// codes (0..15), D/2 bytes a slot, byte j holding dimension j in its low nibble and dimension
-// j + D/2 in its high one; q in memory order.
+// The pruned match's bound pass (prune.h has the bound and its proof), for every slot s in
+// [0, slots):
+// - dot[s] = sum_i a_i * n_{s,i}, exact in int32: a the query's int8 codes (prune::prepare), n
+//   the slot's 4-bit codes (0..15), D/2 bytes a slot, byte j holding dimension j in its low
+//   nibble and dimension j + D/2 in its high one. Integer sums are exact, so every ISA path
+//   writes the same values.
+// - keep[s] = 0 where the bound shows the scan's d2 >= the threshold (prune::e_lo and
+//   reaches from dot[s] and the slot's sketch floats, root = prune::root_for), else 1. In
+//   double, vectorized by the ISA; an ISA that fuses a multiply-add rounds less, which the
+//   bound's slack covers (prune.h), so keep[s] = 0 is proven on every path.
 struct SketchArgs {
-  const float* q = nullptr;             // [D] the current query, rounded to the KV dtype
+  const std::int8_t* q = nullptr;       // [D] the query's int8 codes, in memory order
   const std::uint8_t* codes = nullptr;  // [slots, D/2]
   int slots = 0;
-  float* dot = nullptr;  // [slots]
+  std::int32_t* dot = nullptr;  // [slots]
+  const prune::Query* query = nullptr;
+  double root = 0.0;
+  const float* scale = nullptr;  // [slots] the ring's sketch floats (Ring::sk_*)
+  const float* c2 = nullptr;
+  const float* norm = nullptr;
+  const float* err = nullptr;
+  std::uint8_t* keep = nullptr;  // [slots]
 };
 // The d2 that DistArgs{q, ring_q, slots, false, ...} writes for slot list[i], bit for bit
 // (the same chains and the same lane reduction per slot), into d2[i]; nothing else is read.
@@ -78,6 +92,11 @@ struct SomeDistArgs {
   const int* list = nullptr;          // [n] slots in [0, slots)
   int n = 0;
   float* d2 = nullptr;  // [n]
+  // Optional, for a caller that reads rows of one query a few at a time: a [D] buffer for q
+  // in the kernel's lane order, which a call with q_ready = false fills (q_ready = true: it
+  // holds this q's, from an earlier call of the same kernel, and is read instead of q).
+  float* q_kernel = nullptr;
+  bool q_ready = false;
 };
 
 using AttendFn = void (*)(const AttendArgs&);

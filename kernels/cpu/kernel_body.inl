@@ -559,8 +559,9 @@ void dist2(const DistArgs& a) {
 // exhaustive scan's value bit for bit.
 template <int D, class T>
 void dist2_some(const SomeDistArgs& a) {
-  alignas(64) float q[D];
-  permute_in<T, D>(a.q, q);
+  alignas(64) float own[D];
+  float* q = a.q_kernel ? a.q_kernel : own;
+  if (!(a.q_kernel && a.q_ready)) permute_in<T, D>(a.q, q);
   const T* ring = reinterpret_cast<const T*>(a.ring_q);
   constexpr int kSlots = 8;
   const int grouped = a.slots / kSlots * kSlots;  // dist2's group loop covers [0, grouped)
@@ -589,43 +590,21 @@ void dist2_some(const SomeDistArgs& a) {
   }
 }
 
-// Slots ahead whose codes sketch_dot prefetches (a 128-dimension slot's codes are one line).
-constexpr int kSketchAhead = 16;
-
-// The bound's dot products (SketchArgs): 8 slots at a time, as dist2, over half as many
-// iterations (each reads L codes of a dimension of the first half and L of the second).
+// The bound pass (SketchArgs): the exact integer dot products (the ISA's V::code_dots), then
+// the bound's test per slot, branch-free over the slots' arrays so that it vectorizes.
 template <int D>
 void sketch_dot(const SketchArgs& a) {
-  constexpr int H = D / 2;  // code bytes a slot
-  static_assert(H % V::L == 0);
-  constexpr int kSlots = 8;
-  int slot = 0;
-  for (; slot + kSlots <= a.slots; slot += kSlots) {
-    const std::uint8_t* x = a.codes + static_cast<std::size_t>(slot) * H;
-    typename V::reg e[kSlots];
-    MACTUNE_UNROLL
-    for (int i = 0; i < kSlots; ++i) e[i] = V::zero();
-    const bool ahead = slot + kSketchAhead + kSlots <= a.slots;
-    for (int j = 0; j < H; j += V::L) {
-      const typename V::reg qa = V::load(a.q + j), qb = V::load(a.q + j + H);
-      MACTUNE_UNROLL
-      for (int i = 0; i < kSlots; ++i) {
-        if (ahead && j % 64 == 0) __builtin_prefetch(x + (kSketchAhead + i) * H + j, 0, 3);
-        typename V::reg lo, hi;
-        V::load_nib(x + i * H + j, lo, hi);
-        e[i] = V::fma(qa, lo, V::fma(qb, hi, e[i]));
-      }
-    }
-    V::reduce8(e, a.dot + slot);
-  }
-  for (; slot < a.slots; ++slot) {
-    const std::uint8_t* x = a.codes + static_cast<std::size_t>(slot) * H;
-    typename V::reg e = V::zero();
-    for (int j = 0; j < H; j += V::L) {
-      typename V::reg lo, hi;
-      V::load_nib(x + j, lo, hi);
-      e = V::fma(V::load(a.q + j), lo, V::fma(V::load(a.q + j + H), hi, e));
-    }
-    a.dot[slot] = V::hsum(e);
-  }
+  V::template code_dots<D / 2>(a.q, a.codes, a.slots, a.dot);
+  const prune::Query q = *a.query;
+  const double root = a.root;
+  const std::int32_t* __restrict dot = a.dot;
+  const float* __restrict scale = a.scale;
+  const float* __restrict c2 = a.c2;
+  const float* __restrict norm = a.norm;
+  const float* __restrict err = a.err;
+  std::uint8_t* __restrict keep = a.keep;
+  const int n = a.slots;
+  for (int s = 0; s < n; ++s)
+    keep[s] =
+        prune::reaches(prune::e_lo(q, dot[s], scale[s], c2[s], norm[s]), err[s], root) ? 0 : 1;
 }

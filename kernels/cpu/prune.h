@@ -4,14 +4,18 @@
 // so that a row is read in full only where the bound cannot settle the decision.
 //
 // The copy: x^ = s c, c_i = round(x_i / s) clamped to [-7, 7], s = max|x_i| / 7 (fp32), codes
-// stored as c + 8 in nibbles (kernel_api.h SketchArgs has the layout), with c2 = sum c_i^2 and
-// err >= ||x - x^|| (computed in double, rounded up). From the kernel's fp32 dot product
-// dot_n = sum q_i (c_i + 8):
-//   E = ||q - x^||^2 = ||q||^2 - 2 s (dot_n - 8 sum q) + s^2 c2, less its rounding bound, is a
-//   lower bound E_lo on ||q - x^||^2; the triangle inequality gives ||q - x|| >= sqrt(E_lo) - err;
-//   and the scan's fp32 sum of squares of nonnegative terms is never below (1 - gamma) times the
-//   exact ||q - x||^2 (every rounding of a nonnegative sum or product loses at most a factor
-//   1 - u; gamma = n u / (1 - n u) for n >= the roundings on any path, 2 D + 16 here).
+// stored as c + 8 in nibbles (kernel_api.h SketchArgs has the layout), with c2 = sum c_i^2,
+// norm >= ||x^|| and err >= ||x - x^|| (computed in double, rounded up). The query goes to
+// int8 the same way: q = t a + r, a_i = round(q_i / t) in [-127, 127], t = max|q_i| / 127, and
+// r's norm kept (rounded up). The kernel's integer dot A = sum a_i (c_i + 8) is exact, so
+//   q.c = t (A - 8 sum a) + r.c  with  |r.c| <= ||r|| ||c||  (Cauchy-Schwarz), and
+//   E = ||q - x^||^2 = ||q||^2 - 2 s q.c + s^2 c2 >= ||q||^2 - 2 s t (A - 8 sum a) + s^2 c2
+//       - 2 ||r|| norm,
+// evaluated in double less its rounding bound: a lower bound E_lo on ||q - x^||^2. The
+// triangle inequality gives ||q - x|| >= sqrt(E_lo) - err; and the scan's fp32 sum of squares of
+// nonnegative terms is never below (1 - gamma) times the exact ||q - x||^2 (every rounding of a
+// nonnegative sum or product loses at most a factor 1 - u; gamma = n u / (1 - n u) for n >= the
+// roundings on any path, 2 D + 16 here).
 // lower_bound() multiplies by a further 1 - kSafety: what it returns is never above the computed
 // d2 (tests/cpu/test_prune.cpp checks the margin on adversarial rows). Host code, plain C++.
 #pragma once
@@ -38,8 +42,15 @@ constexpr double gamma(int n) {
 struct Sketch {
   float scale = 0.0f;  // s
   float c2 = 0.0f;     // sum c_i^2 (an integer, exact in fp32)
+  float norm = 0.0f;   // >= ||s c||
   float err = 0.0f;    // >= ||x - s c||
 };
+
+// An upper bound in fp32 on the nonnegative double v, rounded up past its double error too.
+inline float round_up(double v) {
+  const float f = static_cast<float>(v * (1.0 + kSlop));
+  return f == 0.0f ? 0.0f : std::nextafter(f, std::numeric_limits<float>::infinity());
+}
 
 // Quantizes x[0, D) (the stored ring q, exact fp32 values) into D/2 bytes of codes.
 inline Sketch quantize(const float* x, int D, std::uint8_t* codes) {
@@ -66,44 +77,75 @@ inline Sketch quantize(const float* x, int D, std::uint8_t* codes) {
   for (int j = 0; j < H; ++j)
     codes[j] = static_cast<std::uint8_t>((c[j] + 8) | ((c[j + H] + 8) << 4));
   s.c2 = static_cast<float>(c2);
-  if (!finite) {
-    s.err = std::numeric_limits<float>::infinity();  // no bound: the row is always read
-  } else {
-    const float e = static_cast<float>(std::sqrt(e2) * (1.0 + kSlop));
-    s.err = e == 0.0f ? 0.0f : std::nextafter(e, std::numeric_limits<float>::infinity());
-  }
+  s.norm = round_up(static_cast<double>(s.scale) * std::sqrt(c2));
+  // No bound for a non-finite row: it is always read.
+  s.err = finite ? round_up(std::sqrt(e2)) : std::numeric_limits<float>::infinity();
   return s;
 }
 
 // What the bound needs of the current query (q rounded to the KV dtype, as the scan reads it).
 struct Query {
-  double q2 = 0.0, sum = 0.0, l1 = 0.0;
-  double dot_err = 0.0;  // >= |fp32 dot_n - exact dot_n|: gamma_(2D+16) sum |q_i| 15
+  double q2 = 0.0;     // ||q||^2
+  double two_t = 0.0;  // 2 t, the int8 codes' step
+  double sum8 = 0.0;   // 8 sum a_i: A - sum8 = a.c exactly
+  double two_r = 0.0;  // >= 2 ||q - t a||
   double gamma_scan = 0.0;
   bool finite = true;
 };
 
-inline Query prepare(const float* q, int D) {
+// x rounded to the nearest integer (ties to even), for |x| < 2^51: adding 1.5 * 2^52 leaves no
+// fraction bits, and taking it away again is exact.
+inline double nearest(double x) {
+  constexpr double kMagic = 6755399441055744.0;
+  return (x + kMagic) - kMagic;
+}
+
+inline constexpr int kQueryLevels = 127;  // the query's int8 codes, in [-127, 127]
+
+// The query's bound data, and its int8 codes into a[0, D).
+inline Query prepare(const float* q, int D, std::int8_t* a) {
   Query r;
+  double amax = 0.0;
   for (int i = 0; i < D; ++i) {
     const double x = q[i];
     r.finite = r.finite && std::isfinite(x);
     r.q2 += x * x;
-    r.sum += x;
-    r.l1 += std::fabs(x);
+    amax = std::max(amax, std::fabs(x));
   }
-  r.dot_err = gamma(2 * D + 16) * 15.0 * r.l1 + kTiny;
+  const double t = r.finite ? amax / kQueryLevels : 0.0;
+  // Any integer codes would do (r is what they leave, computed from them): the nearest ones,
+  // found with a multiply and a round-to-nearest add (no library call on a baseline x86-64).
+  const double inv = t > 0.0 ? 1.0 / t : 0.0;
+  double r2 = 0.0, sum = 0.0;
+  for (int i = 0; i < D; ++i) {
+    const double ai = t > 0.0 ? std::clamp(nearest(static_cast<double>(q[i]) * inv),
+                                           -static_cast<double>(kQueryLevels),
+                                           static_cast<double>(kQueryLevels))
+                              : 0.0;  // a zero or non-finite query: no codes (no bound)
+    a[i] = static_cast<std::int8_t>(ai);
+    const double ri = static_cast<double>(q[i]) - t * static_cast<double>(ai);
+    r2 += ri * ri;
+    sum += static_cast<double>(ai);
+  }
+  r.two_t = 2.0 * t;
+  r.sum8 = 8.0 * sum;
+  // Each r_i carries the rounding of t a_i and of the difference: below 2^-52 (|q_i| + t).
+  r.two_r = 2.0 * (std::sqrt(r2) + kSlop * (std::sqrt(r.q2) + 16.0 * t)) * (1.0 + kSlop);
   r.gamma_scan = gamma(2 * D + 16);
   return r;
 }
 
-// A lower bound on ||q - s c||^2 from the kernel's dot_n (0 when it says nothing).
-inline double e_lo(const Query& q, float dot_n, float scale, float c2) {
+// A lower bound on ||q - s c||^2 from the kernel's exact dot = sum a_i (c_i + 8) (0 or below
+// when it says nothing). Seven double roundings of results below `mag` and the rounding of
+// q2 (D <= 256 terms): far below kSlop of mag.
+inline double e_lo(const Query& q, std::int32_t dot, float scale, float c2, float norm) {
   const double s = scale;
-  const double dot = static_cast<double>(dot_n) - 8.0 * q.sum;
-  const double mag = q.q2 + 2.0 * s * std::fabs(dot) + s * s * c2 + 16.0 * s * q.l1;
-  const double e = q.q2 - 2.0 * s * dot + s * s * c2;
-  return e - 2.0 * s * q.dot_err - kSlop * mag;
+  const double tac = q.two_t * (static_cast<double>(dot) - q.sum8);
+  const double sc2 = s * c2;
+  const double rn = q.two_r * norm;
+  const double e = q.q2 + s * (sc2 - tac) - rn;
+  const double mag = q.q2 + s * (sc2 + std::fabs(tac)) + rn;
+  return e - kSlop * mag;
 }
 
 // The root that a row's sqrt(E_lo) - err must reach for its lower bound to reach `t`.

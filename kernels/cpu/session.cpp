@@ -102,6 +102,12 @@ void Session::Impl::configure_engine() {
   const auto T = static_cast<std::size_t>(pool->size());
   d2.resize(T * static_cast<std::size_t>(mac.ring_capacity));
   pruned = opt.engine.match_mode == MatchMode::pruned;
+  if (pruned) {
+    dots.resize(T * static_cast<std::size_t>(mac.ring_capacity));
+    keeps.resize(T * static_cast<std::size_t>(mac.ring_capacity));
+    q_codes.resize(T * static_cast<std::size_t>(D));
+    q_perm.resize(T * static_cast<std::size_t>(D));
+  }
   candidates.resize(T);
   pick_slot.resize(T);
   rows_read.assign(T, 0);

@@ -51,7 +51,11 @@ struct Session::Impl {
   std::vector<float> k_rot;          // [n, Hkv, D] post-RoPE keys
   RopeAngles rope;                   // [D/2] angles of the request being rotated
   std::vector<int> starts;           // [n, Hq] first position each head attends
-  std::vector<float> d2;             // [threads, K] match scratch (pruned: the bound's dots)
+  std::vector<float> d2;             // [threads, K] the scan's distances
+  std::vector<std::int32_t> dots;    // [threads, K] the pruned match's integer dots
+  std::vector<std::uint8_t> keeps;   // [threads, K] the bound's verdicts (SketchArgs::keep)
+  std::vector<std::int8_t> q_codes;  // [threads, D] the pruned match's int8 query
+  std::vector<float> q_perm;         // [threads, D] its q in dist2_some's order (q_kernel)
   bool pruned = false;               // opt.engine.match_mode == MatchMode::pruned
   struct Candidate {                 // a row the pruned match's bound did not rule out
     int slot, p;

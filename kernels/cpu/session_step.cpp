@@ -1,6 +1,8 @@
 // cpu::Session: one decode step (DESIGN.md section 1), phase by phase.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -223,6 +225,26 @@ void Session::Impl::match_scan(const Ring& ring, int h, int m, const float* q, H
   }
 }
 
+namespace {
+
+// f(slot) for every slot of [lo, hi) whose byte in keep is set, in order: eight bytes a test
+// (the bound keeps a few percent of the slots).
+template <class F>
+void for_kept(const std::uint8_t* keep, int lo, int hi, F&& f) {
+  int s = lo;
+  for (; s + 8 <= hi; s += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, keep + s, sizeof word);
+    if (word == 0) continue;
+    for (int j = s; j < s + 8; ++j)
+      if (keep[j]) f(j);
+  }
+  for (; s < hi; ++s)
+    if (keep[s]) f(s);
+}
+
+}  // namespace
+
 // The pruned match (prune.h): one pass over the 4-bit codes bounds every candidate's d2 from
 // below; a row is read in full (dist2_some: the scan's value, bit for bit) only if its bound
 // is under the threshold and, for pick nearest, not above the best d2 found so far. Nearest
@@ -238,47 +260,89 @@ void Session::Impl::match_pruned(const Ring& ring, int h, int m, const float* q,
   const int n_slots = std::min(m, K);
   d.d2 = std::numeric_limits<float>::infinity();
   if (!(mac.tau < 1.0)) return;  // hits disabled: nothing to read
-  float* dot = &d2[sz(worker) * sz(K)];
-  kernels.sketch_dot({q, ring.codes_at(h, 0), n_slots, dot});
-  const prune::Query pq = prune::prepare(q, D);
+  std::int8_t* codes = &q_codes[sz(worker) * sz(D)];
+  const prune::Query pq = prune::prepare(q, D, codes);
   const double threshold = match_threshold(D, mac.tau);
-  const double root = prune::root_for(pq, threshold);
   std::vector<Candidate>& cand = candidates[sz(worker)];
   cand.clear();
-  for (int p = std::max(0, m - K); p < m; ++p) {  // older first
-    const int slot = ring_slot(p, K);
-    const std::size_t i = ring.index(h, slot);
-    if (ring.pos[i] != p || !(ring.lse[i] > kNegInf)) continue;
-    const double elo = prune::e_lo(pq, dot[slot], ring.sk_scale[i], ring.sk_c2[i]);
-    if (pq.finite && prune::reaches(elo, ring.sk_err[i], root)) continue;  // d2 >= threshold
-    cand.push_back({slot, p, prune::lower_bound(pq, elo, ring.sk_err[i])});
+  // The bound runs over the slots in memory order; the survivors are then taken older first:
+  // the window's positions oldest .. m - 1 sit in slots ring_slot(oldest) .. n_slots - 1 and
+  // then 0 .. ring_slot(oldest) - 1. A slot's liveness (it holds the window's position for
+  // it) is looked up for the few the bound keeps.
+  const std::size_t i0 = ring.index(h, 0);
+  const int oldest = std::max(0, m - K);
+  const int first = ring_slot(oldest, K) % n_slots;
+  auto keep = [&](int slot, double lb) {
+    const int p = ring.pos[i0 + sz(slot)];
+    if (p < oldest || p >= m || ring_slot(p, K) != slot || !(ring.lse[i0 + sz(slot)] > kNegInf))
+      return;
+    cand.push_back({slot, p, lb});
+  };
+  if (pq.finite) {
+    std::int32_t* dot = &dots[sz(worker) * sz(K)];
+    std::uint8_t* kept = &keeps[sz(worker) * sz(K)];
+    const float* scale = &ring.sk_scale[i0];
+    const float* c2 = &ring.sk_c2[i0];
+    const float* norm = &ring.sk_norm[i0];
+    const float* err = &ring.sk_err[i0];
+    kernels.sketch_dot({codes, ring.codes_at(h, 0), n_slots, dot, &pq,
+                        prune::root_for(pq, threshold), scale, c2, norm, err, kept});
+    auto survivor = [&](int slot) {
+      const double elo = prune::e_lo(pq, dot[slot], scale[slot], c2[slot], norm[slot]);
+      keep(slot, prune::lower_bound(pq, elo, err[slot]));
+    };
+    for_kept(kept, first, n_slots, survivor);  // the rest: the bound shows d2 >= threshold
+    for_kept(kept, 0, first, survivor);
+  } else {
+    for (int k = 0; k < n_slots; ++k)  // no bound: every row is read
+      keep(first + k < n_slots ? first + k : first + k - n_slots, 0.0);
   }
   if (cand.empty()) return;
   int& one = pick_slot[sz(worker)];
+  // The rows are read in the order below, one at a time (each read may end the search): the
+  // row kAhead places on is fetched into the cache meanwhile, so the reads' misses overlap.
+  constexpr int kAhead = 4;
+  const auto* rows = reinterpret_cast<const char*>(ring.q_at(h, 0));
+  auto fetch = [&](int i) {
+    if (i < 0 || i >= static_cast<int>(cand.size())) return;
+    const char* row = rows + sz(cand[sz(i)].slot) * ring.q_bytes;
+    for (std::size_t b = 0; b < ring.q_bytes; b += 64) __builtin_prefetch(row + b, 0, 3);
+  };
+  float* q_kernel = &q_perm[sz(worker) * sz(D)];
+  bool q_ready = false;  // q_kernel holds q in dist2_some's lane order after the first read
   auto exact = [&](const Candidate& c) {
     one = c.slot;
     float x = 0.0f;
-    kernels.dist2_some({q, ring.q_at(h, 0), n_slots, &one, 1, &x});
+    kernels.dist2_some({q, ring.q_at(h, 0), n_slots, &one, 1, &x, q_kernel, q_ready});
+    q_ready = true;
     ++rows_read[sz(worker)];
     d.d2 = std::min(d.d2, x);
     return x;
   };
+  const int n_cand = static_cast<int>(cand.size());
   if (mac.pick == PickRule::newest) {
-    for (auto c = cand.rbegin(); c != cand.rend(); ++c)
-      if (static_cast<double>(exact(*c)) < threshold) {
+    for (int i = n_cand - 1; i > n_cand - 1 - kAhead; --i) fetch(i);
+    for (int i = n_cand - 1; i >= 0; --i) {
+      fetch(i - kAhead);
+      if (static_cast<double>(exact(cand[sz(i)])) < threshold) {
         d.hit = true;
-        d.p = c->p;
+        d.p = cand[sz(i)].p;
         return;
       }
+    }
     return;
   }
-  // Stable: equal bounds keep the older first (either order would do: ties are settled below).
-  std::stable_sort(cand.begin(), cand.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.lb < b.lb; });
+  // Equal bounds: the older first (either order would do: ties are settled below).
+  std::sort(cand.begin(), cand.end(), [](const Candidate& a, const Candidate& b) {
+    return a.lb < b.lb || (a.lb == b.lb && a.p < b.p);
+  });
   float best = std::numeric_limits<float>::infinity();
   int best_p = -1;
-  for (const Candidate& c : cand) {
+  for (int i = 0; i < kAhead; ++i) fetch(i);
+  for (int i = 0; i < n_cand; ++i) {
+    const Candidate& c = cand[sz(i)];
     if (c.lb > static_cast<double>(best)) break;  // this and every later one: d2 > best
+    fetch(i + kAhead);
     const float x = exact(c);
     if (x < best || (x == best && c.p < best_p)) best = x, best_p = c.p;
   }

@@ -224,6 +224,7 @@ void Ring::allocate(int heads, int slots, int dim, DType qt, DType o_dtype) {
   codes.resize(n * static_cast<std::size_t>(dim / 2));
   sk_scale.resize(n);
   sk_c2.resize(n);
+  sk_norm.resize(n);
   sk_err.resize(n);
   clear();
 }
@@ -236,6 +237,7 @@ void Ring::clear() {
   std::memset(codes.data(), 0x88, codes.size());  // the sketch of q = 0: codes 0, exact
   std::fill(sk_scale.begin(), sk_scale.end(), 0.0f);
   std::fill(sk_c2.begin(), sk_c2.end(), 0.0f);
+  std::fill(sk_norm.begin(), sk_norm.end(), 0.0f);
   std::fill(sk_err.begin(), sk_err.end(), 0.0f);
 }
 
@@ -248,6 +250,7 @@ void Ring::write_q(int head, int slot, const float* x) {
       prune::quantize(stored, head_dim, codes.data() + i * static_cast<std::size_t>(head_dim / 2));
   sk_scale[i] = s.scale;
   sk_c2[i] = s.c2;
+  sk_norm[i] = s.norm;
   sk_err[i] = s.err;
 }
 

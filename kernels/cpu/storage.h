@@ -80,19 +80,19 @@ class PagedKv {
 
 // The MAC ring of one request: for each query head, K slots of (pos, q in the KV dtype,
 // summary o in the summary dtype, lse f32), and the pruned match's sketch of each slot's q
-// (prune.h: 4-bit codes, scale, sum of squared codes, error bound), written with the q by
+// (prune.h: 4-bit codes, scale, sum of squared codes, norm and error bounds), written with the q by
 // write_q() so that it is current whichever match the engine runs. Slot of position t is
 // t mod K.
 struct Ring {
   int q_heads = 0, capacity = 0, head_dim = 0;
   DType q_dtype = DType::f32;
-  std::size_t q_bytes = 0, o_bytes = 0;        // per slot
-  std::vector<std::int32_t> pos;               // [Hq, K]; -1 = empty
-  std::vector<float> lse;                      // [Hq, K]
-  std::vector<std::byte> q;                    // [Hq, K, D] KV dtype
-  std::vector<std::byte> o;                    // [Hq, K, D] summary dtype
-  std::vector<std::uint8_t> codes;             // [Hq, K, D/2] 4-bit copy of q
-  std::vector<float> sk_scale, sk_c2, sk_err;  // [Hq, K] (prune::Sketch)
+  std::size_t q_bytes = 0, o_bytes = 0;                 // per slot
+  std::vector<std::int32_t> pos;                        // [Hq, K]; -1 = empty
+  std::vector<float> lse;                               // [Hq, K]
+  std::vector<std::byte> q;                             // [Hq, K, D] KV dtype
+  std::vector<std::byte> o;                             // [Hq, K, D] summary dtype
+  std::vector<std::uint8_t> codes;                      // [Hq, K, D/2] 4-bit copy of q
+  std::vector<float> sk_scale, sk_c2, sk_norm, sk_err;  // [Hq, K] (prune::Sketch)
 
   void allocate(int heads, int slots, int dim, DType qt, DType o_dtype);  // qt: ring q dtype
   void clear();  // every slot empty; q zero so the match scan reads finite values

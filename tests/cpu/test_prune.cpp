@@ -92,10 +92,21 @@ std::vector<float> adversarial_row(int kind, const std::vector<float>& q, std::m
   return x;
 }
 
+// sum a_i n_i of one slot, in the plain order.
+std::int32_t exact_dot(const std::int8_t* a, const std::uint8_t* codes, int D) {
+  std::int32_t s = 0;
+  for (int i = 0; i < D; ++i) {
+    const int n = i < D / 2 ? codes[i] & 15 : codes[i - D / 2] >> 4;
+    s += a[i] * n;
+  }
+  return s;
+}
+
 TEST_P(PruneBound, NeverAboveTheScansDistanceAndSomeDistIsBitExact) {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> n(0.0, 1.0);
-  long checked = 0, pruned_far = 0, far = 0;
+  std::uniform_int_distribution<int> e60(-60, 60);
+  long checked = 0, pruned_far = 0, far = 0, kernel_agrees = 0, kernel_checked = 0;
   for (const int D : {64, 128, 256})
     for (const DType dt : {DType::f32, DType::f16, DType::bf16}) {
       const KernelSet ks = GetParam().set(D, dt);
@@ -108,26 +119,59 @@ TEST_P(PruneBound, NeverAboveTheScansDistanceAndSomeDistIsBitExact) {
         std::vector<float> q(D);
         const double qs = trial % 3 == 0 ? 1e-3 : trial % 3 == 1 ? 1.0 : 300.0;
         for (float& v : q) v = static_cast<float>(qs * n(rng));
+        if (trial == 9)  // the int8 query's step set by one channel: the rest in a few codes
+          q[5] = static_cast<float>(1000.0 * qs);
+        if (trial == 10)  // magnitudes from 2^-60 to 2^60: most of the query rounds to code 0
+          for (float& v : q) v = static_cast<float>(std::ldexp(n(rng), e60(rng)));
         if (trial == 11) q[3] = std::numeric_limits<float>::infinity();  // a query with no bound
         std::vector<float> qr(D);  // rounded to the dtype, as the engine's q_round
         for (int i = 0; i < D; ++i) qr[i] = static_cast<float>(round_to(dt, q[i]));
         for (int s = 0; s < slots; ++s)
           ring.write_q(0, s, adversarial_row(s + trial, qr, rng).data());
-        std::vector<float> d2(slots), dot(slots);
+        std::vector<float> d2(slots);
         ks.dist2({qr.data(), ring.q_at(0, 0), slots, false, d2.data()});
-        ks.sketch_dot({qr.data(), ring.codes_at(0, 0), slots, dot.data()});
+        std::vector<std::int8_t> codes(D);
+        const prune::Query pq = prune::prepare(qr.data(), D, codes.data());
+        std::vector<std::int32_t> dot(slots);
+        // The kernel's own verdicts at a threshold among the rows' distances (its median).
+        std::vector<float> sorted;
+        for (const float v : d2)
+          if (std::isfinite(v)) sorted.push_back(v);
+        std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+        const double t_kernel = sorted.empty() ? 1.0 : sorted[sorted.size() / 2];
+        std::vector<std::uint8_t> keep(slots, 2);
+        ks.sketch_dot({codes.data(), ring.codes_at(0, 0), slots, dot.data(), &pq,
+                       prune::root_for(pq, t_kernel), ring.sk_scale.data(), ring.sk_c2.data(),
+                       ring.sk_norm.data(), ring.sk_err.data(), keep.data()});
         std::vector<int> list(slots);
         for (int s = 0; s < slots; ++s) list[s] = slots - 1 - s;  // any order
         std::vector<float> some(slots);
         ks.dist2_some({qr.data(), ring.q_at(0, 0), slots, list.data(), slots, some.data()});
-        const prune::Query pq = prune::prepare(qr.data(), D);
+        // One row a call, the query's kernel-order copy kept between calls (as the session
+        // reads its survivors): the same values.
+        std::vector<float> one_at_a_time(slots), q_kernel(D);
+        for (int s = 0; s < slots; ++s)
+          ks.dist2_some({qr.data(), ring.q_at(0, 0), slots, &list[s], 1, &one_at_a_time[s],
+                         q_kernel.data(), s > 0});
         for (int s = 0; s < slots; ++s) {
           SCOPED_TRACE("D " + std::to_string(D) + " " + std::string(dtype_name(dt)) + " trial " +
                        std::to_string(trial) + " slot " + std::to_string(s));
           const float got = some[slots - 1 - s];
           EXPECT_EQ(std::memcmp(&got, &d2[s], sizeof got), 0) << got << " vs " << d2[s];
-          const double elo = prune::e_lo(pq, dot[s], ring.sk_scale[s], ring.sk_c2[s]);
+          EXPECT_EQ(std::memcmp(&one_at_a_time[slots - 1 - s], &d2[s], sizeof got), 0);
+          EXPECT_EQ(dot[s], exact_dot(codes.data(), ring.codes_at(0, s), D));
+          const double elo =
+              prune::e_lo(pq, dot[s], ring.sk_scale[s], ring.sk_c2[s], ring.sk_norm[s]);
           const double lb = prune::lower_bound(pq, elo, ring.sk_err[s]);
+          ASSERT_LE(keep[s], 1);
+          if (pq.finite && !std::isnan(d2[s])) {  // ruled out by the kernel: d2 >= its threshold
+            if (!keep[s]) {
+              EXPECT_GE(d2[s], t_kernel);
+            }
+            kernel_agrees +=
+                keep[s] == !prune::reaches(elo, ring.sk_err[s], prune::root_for(pq, t_kernel));
+            ++kernel_checked;
+          }
           if (std::isnan(d2[s])) continue;
           EXPECT_LE(lb, static_cast<double>(d2[s]));
           // The threshold test: reaching t means d2 >= t, at t just above d2 in particular.
@@ -147,6 +191,10 @@ TEST_P(PruneBound, NeverAboveTheScansDistanceAndSomeDistIsBitExact) {
       }
     }
   EXPECT_GT(checked, 5000);
+  // The kernel's vectorized test is the scalar one (a fused multiply-add may move a row that
+  // sits on the boundary, within the bound's slack).
+  EXPECT_GE(kernel_agrees, kernel_checked - kernel_checked / 1000)
+      << kernel_agrees << " of " << kernel_checked;
   // Useful as well as safe: a fresh row's bound clears half its distance nearly always.
   EXPECT_GT(pruned_far, far * 9 / 10) << pruned_far << " of " << far;
 }
