@@ -23,13 +23,20 @@
 namespace mactune::cli {
 namespace {
 
+// The library's options with max_err unset (-1): --max-err is required.
+replay::CalibrationOptions required_budget() {
+  replay::CalibrationOptions o;
+  o.max_err = -1;
+  return o;
+}
+
 struct CalibrateArgs {
   std::vector<std::string> traces;
   std::vector<int> layers;
   // The flags write into the library's options, whose defaults are written nowhere else: the
   // lists to try (replay::CalibrationOptions), every other MAC setting (MacParams' own but
   // min_context 0, replay::ReplaySettings::replay_defaults), the KV dtype, engine and threads.
-  replay::CalibrationOptions opt{.max_err = -1};  // --max-err is required
+  replay::CalibrationOptions opt = required_budget();
   std::optional<double> rope_theta;
   std::string output, db, json;
   FieldFlags flags;  // the MAC settings' flags, from MacParams' field table

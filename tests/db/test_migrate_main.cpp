@@ -179,7 +179,9 @@ TEST(Db_Migrations, MainV8FileGetsTypedLaunchesAndDecisionsReferencingTheirMeasu
     EXPECT_EQ(r.m.status, PointStatus::ok) << what;
     const auto semi = params.find(';');
     EXPECT_EQ(r.m.point.params, params.substr(0, semi)) << what;
-    if (semi != std::string::npos) EXPECT_EQ(fields_text(r.workload.mac), params.substr(semi + 1));
+    if (semi != std::string::npos) {
+      EXPECT_EQ(fields_text(r.workload.mac), params.substr(semi + 1));
+    }
     EXPECT_EQ(Bucket::of(r.workload.problem, r.workload.context).key(), bucket.key()) << what;
   };
   const auto best = s.best_configs(device);
