@@ -72,10 +72,12 @@ def add(parser: argparse.ArgumentParser, *, skip: Iterable[str] = (),
                                action=argparse.BooleanOptionalAction, help=row["help"])
             continue
         shown = f"{default:g}" if isinstance(default, float) else str(default)
-        extra = f"; one of {', '.join(row['choices'])}" if row["type"] == "choice" else ""
+        # A choice's names as argparse shows choices ({a,b}); a number's row name.
+        metavar = ("{" + ",".join(row["choices"]) + "}" if row["type"] == "choice"
+                   else name.upper() if len(name) > 1 else name)
         group.add_argument(*names, dest=DEST_PREFIX + name, default=default,
-                           type=_parser_of(row), metavar=name.upper() if len(name) > 1 else name,
-                           help=f"{row['help']} (default {shown}{extra})")
+                           type=_parser_of(row), metavar=metavar,
+                           help=f"{row['help']} (default {shown})")
 
 
 def params(args: argparse.Namespace, **fixed) -> mactune.MacParams:
