@@ -169,7 +169,7 @@ class CudaBackend final : public MeasureBackend {
   DeviceFingerprint device() const override { return cuda::device_fingerprint(0); }
   Timer timer() const override { return cupti_ ? Timer::cupti : Timer::cuda_events; }
   void use_timer(std::optional<Timer> timer) override {
-    MACTUNE_REQUIRE(!timer || *timer != Timer::steady_clock, "timer '", name_of(*timer),
+    MACTUNE_REQUIRE(!timer || backend_of(*timer) == Backend::cuda, "timer '", name_of(*timer),
                     "' is not a GPU timer (cuda_events or cupti)");
     cupti_.reset();
     if (timer == Timer::cupti) cupti_ = std::make_unique<CuptiTimer>();
